@@ -1,0 +1,64 @@
+// Definitions of the flags shared by several subcommands (see common_flags.h).
+#include "cli/common_flags.h"
+
+#include <omp.h>
+
+#include "absl/flags/flag.h"
+#include "core/cpu_features.h"
+
+ABSL_FLAG(int, layers, 6, "Transformer blocks");
+ABSL_FLAG(int, heads, 6, "Attention heads per block (must divide --dim)");
+ABSL_FLAG(int, dim, 384, "Model width (embedding dimension)");
+ABSL_FLAG(int, seq_len, 256, "Tokens per training sequence (also the position-table size)");
+ABSL_FLAG(int, batch, 8, "Sequences per peer per micro-step");
+ABSL_FLAG(int, accum, 1, "Micro-steps accumulated per optimizer step");
+ABSL_FLAG(int, vocab, 8192, "Vocabulary size (bench/plan only; train reads it from the data)");
+ABSL_FLAG(std::string, precision, "auto",
+          "Matmul inputs: fp32, bf16 (fp32 accumulation and master weights), or auto "
+          "(bf16 where the CPU has AVX-512-BF16 or AMX)");
+ABSL_FLAG(bool, recompute, false, "Recompute each block's activations in backward to save memory");
+ABSL_FLAG(int, threads, 0, "Compute threads (0 = all cores)");
+
+ABSL_FLAG(double, lr, 6e-4, "Peak learning rate");
+ABSL_FLAG(double, min_lr, 6e-5, "Learning rate at the end of the cosine decay");
+ABSL_FLAG(int, warmup, 100, "Linear warm-up steps");
+ABSL_FLAG(double, weight_decay, 0.1, "AdamW decoupled weight decay (2-D weights only)");
+ABSL_FLAG(double, clip, 1.0, "Global gradient-norm clip (0 = off)");
+ABSL_FLAG(int, steps, 1000, "Optimizer steps");
+ABSL_FLAG(uint64_t, seed, 1337, "Seed for initialisation and data order");
+
+ABSL_FLAG(std::string, data, "", "Data directory written by `ringtrain prepare`");
+ABSL_FLAG(std::string, ckpt, "", "Checkpoint directory to read (a step directory or a --ckpt-dir)");
+ABSL_FLAG(std::string, ckpt_dir, "", "Directory for checkpoints (empty = none)");
+ABSL_FLAG(std::string, metrics, "", "Append one JSON object per step to this file");
+
+ABSL_FLAG(std::string, hosts, "", "Hosts file: one HOST[:PORT] per line; line order is rank order");
+ABSL_FLAG(std::string, self, "", "This peer's HOST:PORT as written in the hosts file");
+ABSL_FLAG(int, rank, -1, "This peer's line (0-based) in the hosts file");
+ABSL_FLAG(double, wait, 120, "Seconds to wait for the ring to form");
+ABSL_FLAG(std::string, secret_file, "",
+          "File holding the shared secret (else $RINGTRAIN_SECRET; optional on loopback)");
+ABSL_FLAG(std::string, compress, "none", "Gradient codec: none|bf16|topk:DENSITY|auto");
+ABSL_FLAG(int, zstd_level, 0, "zstd level on the wire (0 = off)");
+ABSL_FLAG(double, bucket_mb, 25, "Gradient bucket size in MB for overlapped allreduce");
+
+namespace rt::cli {
+
+std::vector<std::string> ModelFlagNames() {
+  return {"layers", "heads", "dim", "seq_len", "batch", "accum", "precision", "recompute", "threads"};
+}
+std::vector<std::string> OptimizerFlagNames() {
+  return {"lr", "min_lr", "warmup", "weight_decay", "clip", "steps", "seed"};
+}
+std::vector<std::string> RingFlagNames() {
+  return {"hosts", "self", "rank", "wait", "secret_file", "compress", "zstd_level", "bucket_mb"};
+}
+
+int ApplyThreadsFlag() {
+  int threads = absl::GetFlag(FLAGS_threads);
+  if (threads <= 0) threads = GetCpuFeatures().logical_cores;
+  omp_set_num_threads(threads);
+  return threads;
+}
+
+}  // namespace rt::cli

@@ -1,0 +1,57 @@
+// Flags shared by several subcommands (DESIGN "Command-line contract"). A flag used
+// by only one subcommand is defined in that subcommand's file instead.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/flags/declare.h"
+
+// Model shape and execution (train, bench, plan).
+ABSL_DECLARE_FLAG(int, layers);
+ABSL_DECLARE_FLAG(int, heads);
+ABSL_DECLARE_FLAG(int, dim);
+ABSL_DECLARE_FLAG(int, seq_len);
+ABSL_DECLARE_FLAG(int, batch);
+ABSL_DECLARE_FLAG(int, accum);
+ABSL_DECLARE_FLAG(int, vocab);
+ABSL_DECLARE_FLAG(std::string, precision);
+ABSL_DECLARE_FLAG(bool, recompute);
+ABSL_DECLARE_FLAG(int, threads);
+
+// Optimizer (train, bench).
+ABSL_DECLARE_FLAG(double, lr);
+ABSL_DECLARE_FLAG(double, min_lr);
+ABSL_DECLARE_FLAG(int, warmup);
+ABSL_DECLARE_FLAG(double, weight_decay);
+ABSL_DECLARE_FLAG(double, clip);
+ABSL_DECLARE_FLAG(int, steps);
+ABSL_DECLARE_FLAG(uint64_t, seed);
+
+// Data and outputs.
+ABSL_DECLARE_FLAG(std::string, data);
+ABSL_DECLARE_FLAG(std::string, ckpt);
+ABSL_DECLARE_FLAG(std::string, ckpt_dir);
+ABSL_DECLARE_FLAG(std::string, metrics);
+
+// The ring (train, bench allreduce).
+ABSL_DECLARE_FLAG(std::string, hosts);
+ABSL_DECLARE_FLAG(std::string, self);
+ABSL_DECLARE_FLAG(int, rank);
+ABSL_DECLARE_FLAG(double, wait);
+ABSL_DECLARE_FLAG(std::string, secret_file);
+ABSL_DECLARE_FLAG(std::string, compress);
+ABSL_DECLARE_FLAG(int, zstd_level);
+ABSL_DECLARE_FLAG(double, bucket_mb);
+
+namespace rt::cli {
+
+// Flag-name groups for Subcommand::flags.
+std::vector<std::string> ModelFlagNames();      // layers heads dim seq_len batch accum precision recompute threads
+std::vector<std::string> OptimizerFlagNames();  // lr min_lr warmup weight_decay clip steps seed
+std::vector<std::string> RingFlagNames();       // hosts self rank wait secret_file compress zstd_level bucket_mb
+
+// Applies --threads (0 = all cores) to OpenMP and returns the count used.
+int ApplyThreadsFlag();
+
+}  // namespace rt::cli

@@ -1,0 +1,30 @@
+// A subcommand of the `ringtrain` binary: its name, help text, the flags it reads
+// and the function that runs it. src/main.cpp lists them; each lives in its own
+// src/cli/<name>.cc (DESIGN: cli/ is flag parsing and human output only).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace rt::cli {
+
+struct Subcommand {
+  std::string name;     // "train"
+  std::string summary;  // one line for `ringtrain --help`
+  std::string usage;    // a few lines for `ringtrain train --help`
+  // Names (without "--") of the flags this subcommand reads. Any other flag on its
+  // command line is an error, so a typo such as `--step` never passes silently.
+  std::vector<std::string> flags;
+  // `positional` excludes the program and subcommand names. Returns the exit code.
+  int (*run)(const std::vector<std::string>& positional);
+};
+
+// One accessor per subcommand, defined in src/cli/<name>.cc.
+const Subcommand& PrepareSubcommand();
+const Subcommand& TrainSubcommand();
+const Subcommand& EvalSubcommand();
+const Subcommand& SampleSubcommand();
+const Subcommand& PlanSubcommand();
+const Subcommand& BenchSubcommand();
+
+}  // namespace rt::cli
