@@ -1,18 +1,50 @@
-// `ringtrain bench`: placeholder until its issue lands (replaced by the real command).
+// `ringtrain bench compute|allreduce|codec`: dispatches to the benchmark named by
+// the first positional argument. Each benchmark lives in its own bench_<kind>.cc;
+// all of them print a human table and, last, one JSON line (DESIGN).
 #include <cstdio>
 
+#include "cli/bench_kinds.h"
 #include "cli/subcommand.h"
 
 namespace rt::cli {
 namespace {
-int RunBench(const std::vector<std::string>&) {
-  std::fprintf(stderr, "ringtrain bench: not built yet\n");
-  return 1;
+
+int RunBench(const std::vector<std::string>& positional) {
+  if (positional.empty()) {
+    std::fprintf(stderr, "ringtrain bench: say which benchmark: compute, allreduce or codec\n");
+    return 2;
+  }
+  const std::string& kind = positional[0];
+  std::vector<std::string> rest(positional.begin() + 1, positional.end());
+  if (kind == "compute") return RunBenchCompute(rest);
+  if (kind == "allreduce") return RunBenchAllreduce(rest);
+  if (kind == "codec") return RunBenchCodec(rest);
+  std::fprintf(stderr, "ringtrain bench: unknown benchmark '%s' (compute, allreduce, codec)\n",
+               kind.c_str());
+  return 2;
 }
+
+std::vector<std::string> AllBenchFlags() {
+  std::vector<std::string> flags;
+  for (const auto& list : {BenchComputeFlagNames(), BenchAllreduceFlagNames(), BenchCodecFlagNames()}) {
+    for (const std::string& f : list) {
+      bool seen = false;
+      for (const std::string& g : flags) seen = seen || g == f;
+      if (!seen) flags.push_back(f);
+    }
+  }
+  return flags;
+}
+
 }  // namespace
 
 const Subcommand& BenchSubcommand() {
-  static const Subcommand sub{"bench", "(not built yet)", "ringtrain bench", {}, &RunBench};
+  static const Subcommand sub{
+      "bench", "Measure compute, allreduce or codec speed (human table, then one JSON line)",
+      "ringtrain bench compute   [model flags] [--steps N] [--profile]\n"
+      "ringtrain bench allreduce --hosts FILE --self HOST:PORT [--size N] [--compress ...]\n"
+      "ringtrain bench codec     [--size N] [--compress ...]",
+      AllBenchFlags(), &RunBench};
   return sub;
 }
 

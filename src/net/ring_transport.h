@@ -1,0 +1,44 @@
+// RingTransport: what a collective needs from the network, and nothing more.
+//
+// A peer at ring position rank() exchanges ordered, reliable, checksummed messages
+// with its successor ((rank+1) % size) and its predecessor. Collectives
+// (src/collective/) are written against this interface only, so they run and are
+// tested on an in-process transport as well as on Asio TCP (STYLE: Gloo keeps
+// transport and algorithm apart).
+//
+// Thread contract: one thread at a time (the collective's thread) calls the methods
+// below. Actual socket I/O happens on the transport's own thread(s); compute threads
+// never call into a transport, so they never block on sockets (DESIGN "Wire").
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+
+namespace rt::net {
+
+class RingTransport {
+ public:
+  virtual ~RingTransport() = default;
+
+  virtual int rank() const = 0;  // this peer's ring position, 0..size()-1
+  virtual int size() const = 0;  // peers in the ring (1 = alone: no messages flow)
+
+  // Queues `data` as one message to the successor and returns without waiting for
+  // the network. The bytes must stay valid and unchanged until WaitSendsDone()
+  // returns OK. Messages are delivered in the order they were queued.
+  virtual absl::Status SendToNext(absl::Span<const uint8_t> data) = 0;
+
+  // Blocks until every message queued so far has been handed to the kernel (or an
+  // error / the timeout ends the wait; the error names the peer and the problem).
+  virtual absl::Status WaitSendsDone(absl::Duration timeout) = 0;
+
+  // Blocks until the next message from the predecessor has arrived and been
+  // verified, then replaces *message with it (its capacity is reused).
+  virtual absl::Status RecvFromPrev(std::vector<uint8_t>* message, absl::Duration timeout) = 0;
+};
+
+}  // namespace rt::net
