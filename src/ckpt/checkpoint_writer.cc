@@ -1,0 +1,258 @@
+// Checkpoint writing: atomic temp-dir-then-rename write, stale-writer refusal and
+// retention (format and guarantees in checkpoint.h).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+#include <set>
+#include <system_error>
+#include <tuple>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "ckpt/checkpoint.h"
+#include "ckpt/file_io.h"
+#include "core/log.h"
+#include "core/status_macros.h"
+
+namespace rt::ckpt {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kTmpPrefix[] = ".tmp-";
+constexpr char kOldPrefix[] = ".old-";
+
+std::string StripTrailingSlashes(std::string p) {
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  return p;
+}
+
+absl::Status ValidateRequest(const std::string& ckpt_dir, const CheckpointMeta& meta,
+                             const std::vector<SectionRef>& sections, int keep) {
+  if (ckpt_dir.empty()) return absl::InvalidArgumentError("empty checkpoint directory");
+  if (meta.step < 0) return absl::InvalidArgumentError(absl::StrCat("negative step ", meta.step));
+  if (keep < 0) return absl::InvalidArgumentError(absl::StrCat("negative keep ", keep));
+  std::set<std::string> names;
+  for (const SectionRef& s : sections) {
+    if (!IsValidSectionName(s.name)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("invalid checkpoint section name '", EscapeManifestToken(s.name),
+                       "' (1..128 of [A-Za-z0-9_.-], not starting with '.', not 'manifest')"));
+    }
+    if (!names.insert(s.name).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("duplicate checkpoint section '", s.name, "'"));
+    }
+  }
+  for (const auto& [key, value] : meta.fields) {
+    if (key.empty()) return absl::InvalidArgumentError("empty checkpoint field key");
+  }
+  return absl::OkStatus();
+}
+
+// Names of the entries of `dir`, sorted.
+absl::StatusOr<std::vector<std::string>> ListDir(const std::string& dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    names.push_back(it->path().filename().string());
+  }
+  if (ec) {
+    return absl::Status(absl::ErrnoToStatusCode(ec.value()),
+                        absl::StrCat("listing ", dir, ": ", ec.message()));
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Fails if ckpt_dir holds a checkpoint whose manifest validates and whose
+// (epoch, step) is newer than meta's. Unreadable manifests are not checkpoints.
+absl::Status CheckNotStale(const std::string& ckpt_dir, const CheckpointMeta& meta) {
+  ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(ckpt_dir));
+  for (const std::string& name : names) {
+    int64_t step = 0;
+    if (!ParseStepDirName(name, &step)) continue;
+    const std::string manifest = ckpt_dir + "/" + name + "/" + kManifestFileName;
+    auto text = ReadSmallFile(manifest, kMaxManifestBytes);
+    if (!text.ok()) continue;
+    CheckpointMeta other;
+    std::vector<SectionInfo> sections;
+    if (!DecodeManifest(*text, manifest, &other, &sections).ok()) continue;
+    if (std::make_tuple(other.epoch, other.step) > std::make_tuple(meta.epoch, meta.step)) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "refusing to write checkpoint step %d epoch %d: %s/%s is newer (step %d epoch %d); "
+          "this writer is stale (an older view's leader) or the directory belongs to another run",
+          meta.step, meta.epoch, ckpt_dir, name, other.step, other.epoch));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// "<prefix>step-00000012-<pid>": the step of a temp/old directory name, or -1.
+int64_t StepOfScratchDir(absl::string_view name) {
+  if (!absl::ConsumePrefix(&name, kTmpPrefix) && !absl::ConsumePrefix(&name, kOldPrefix)) {
+    return -1;
+  }
+  const size_t dash = name.rfind('-');
+  if (dash == absl::string_view::npos) return -1;
+  int64_t step = 0;
+  if (!ParseStepDirName(name.substr(0, dash), &step)) return -1;
+  return step;
+}
+
+// Moves `dir` out of the way atomically (so nobody sees a half-deleted checkpoint),
+// then deletes it.
+absl::Status RetireDir(const std::string& ckpt_dir, const std::string& name) {
+  const std::string from = ckpt_dir + "/" + name;
+  const std::string to = absl::StrCat(ckpt_dir, "/", kOldPrefix, name, "-", ::getpid());
+  RETURN_IF_ERROR(RemoveTree(to));
+  if (::rename(from.c_str(), to.c_str()) != 0) return ErrnoError(errno, "rename", from);
+  return RemoveTree(to);
+}
+
+// Retention after writing `written_name` (see checkpoint.h). Best effort: failures
+// are logged, never fail the write that already succeeded.
+void ApplyRetention(const std::string& ckpt_dir, const std::string& written_name,
+                    int64_t written_step, int keep) {
+  auto names = ListDir(ckpt_dir);
+  if (!names.ok()) {
+    LogWarning("checkpoint retention: %s", names.status().ToString());
+    return;
+  }
+  struct Valid {
+    uint64_t epoch;
+    int64_t step;
+    std::string name;
+  };
+  std::vector<Valid> valid;
+  std::vector<std::pair<int64_t, std::string>> invalid;
+  for (const std::string& name : *names) {
+    const int64_t scratch_step = StepOfScratchDir(name);
+    if (scratch_step >= 0) {
+      if (scratch_step <= written_step) {
+        if (absl::Status s = RemoveTree(ckpt_dir + "/" + name); !s.ok()) {
+          LogWarning("checkpoint cleanup: %s", s.ToString());
+        }
+      }
+      continue;
+    }
+    int64_t step = 0;
+    if (!ParseStepDirName(name, &step)) continue;
+    auto c = Checkpoint::Open(ckpt_dir + "/" + name);
+    if (c.ok()) {
+      valid.push_back({c->meta().epoch, c->meta().step, name});
+    } else {
+      invalid.emplace_back(step, name);
+    }
+  }
+  if (keep == 0) return;
+  std::sort(valid.begin(), valid.end(), [](const Valid& a, const Valid& b) {
+    return std::tie(a.epoch, a.step, a.name) > std::tie(b.epoch, b.step, b.name);
+  });
+  int64_t oldest_kept_step = written_step;
+  int kept = 0;
+  for (const Valid& v : valid) {
+    // The just-written checkpoint is always kept (it is the newest unless a
+    // checkpoint of the same (epoch, step) sorts before it by name).
+    if (v.name == written_name || kept < keep) {
+      ++kept;
+      oldest_kept_step = std::min(oldest_kept_step, v.step);
+      continue;
+    }
+    LogInfo("checkpoint retention (keep %d): deleting %s/%s", keep, ckpt_dir, v.name);
+    if (absl::Status s = RetireDir(ckpt_dir, v.name); !s.ok()) {
+      LogWarning("checkpoint retention: %s", s.ToString());
+    }
+  }
+  for (const auto& [step, name] : invalid) {
+    if (step >= oldest_kept_step) continue;
+    LogWarning("checkpoint retention: deleting invalid %s/%s", ckpt_dir, name);
+    if (absl::Status s = RetireDir(ckpt_dir, name); !s.ok()) {
+      LogWarning("checkpoint retention: %s", s.ToString());
+    }
+  }
+}
+
+// Writes all files into `tmp` (which exists and is empty) and fsyncs it.
+absl::Status WriteContents(const std::string& tmp, const CheckpointMeta& meta,
+                           const std::vector<SectionRef>& sections) {
+  std::vector<SectionInfo> infos;
+  infos.reserve(sections.size());
+  for (const SectionRef& s : sections) {
+    SectionInfo info;
+    info.name = s.name;
+    info.bytes = s.bytes.size();
+    RETURN_IF_ERROR(WriteFileDurably(tmp + "/" + s.name + ".bin", s.bytes, &info.crc32c));
+    infos.push_back(std::move(info));
+  }
+  const std::string manifest = EncodeManifest(meta, infos);
+  uint32_t ignored_crc = 0;
+  RETURN_IF_ERROR(WriteFileDurably(
+      tmp + "/" + kManifestFileName,
+      absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(manifest.data()), manifest.size()),
+      &ignored_crc));
+  return FsyncDirectory(tmp);
+}
+
+// Renames tmp to final (moving an existing final aside first) and fsyncs ckpt_dir.
+absl::Status Publish(const std::string& ckpt_dir, const std::string& tmp,
+                     const std::string& final_name) {
+  const std::string final_path = ckpt_dir + "/" + final_name;
+  const std::string aside = absl::StrCat(ckpt_dir, "/", kOldPrefix, final_name, "-", ::getpid());
+  std::error_code ec;
+  const bool replacing = fs::exists(final_path, ec);
+  if (replacing) {
+    RETURN_IF_ERROR(RemoveTree(aside));
+    if (::rename(final_path.c_str(), aside.c_str()) != 0) {
+      return ErrnoError(errno, "rename", final_path);
+    }
+  }
+  if (::rename(tmp.c_str(), final_path.c_str()) != 0) {
+    absl::Status s = ErrnoError(errno, "rename", tmp);
+    if (replacing) ::rename(aside.c_str(), final_path.c_str());  // put the old one back
+    return s;
+  }
+  RETURN_IF_ERROR(FsyncDirectory(ckpt_dir));
+  if (replacing) {
+    if (absl::Status s = RemoveTree(aside); !s.ok()) LogWarning("checkpoint: %s", s.ToString());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status WriteCheckpoint(const std::string& ckpt_dir_in, const CheckpointMeta& meta,
+                             const std::vector<SectionRef>& sections, int keep) {
+  const std::string ckpt_dir = StripTrailingSlashes(ckpt_dir_in);
+  RETURN_IF_ERROR(ValidateRequest(ckpt_dir, meta, sections, keep));
+  std::error_code ec;
+  fs::create_directories(ckpt_dir, ec);
+  if (ec) return ErrnoError(ec.value(), "create directory", ckpt_dir);
+  RETURN_IF_ERROR(CheckNotStale(ckpt_dir, meta));
+
+  const std::string final_name = StepDirName(meta.step);
+  const std::string tmp = absl::StrCat(ckpt_dir, "/", kTmpPrefix, final_name, "-", ::getpid());
+  RETURN_IF_ERROR(RemoveTree(tmp));  // a leftover of this pid's own failed attempt
+  if (::mkdir(tmp.c_str(), 0755) != 0) return ErrnoError(errno, "create directory", tmp);
+
+  absl::Status s = WriteContents(tmp, meta, sections);
+  // Checked again right before publishing: a newer leader may have written meanwhile.
+  if (s.ok()) s = CheckNotStale(ckpt_dir, meta);
+  if (s.ok()) s = Publish(ckpt_dir, tmp, final_name);
+  if (!s.ok()) {
+    if (absl::Status r = RemoveTree(tmp); !r.ok()) LogWarning("checkpoint: %s", r.ToString());
+    return s;
+  }
+  ApplyRetention(ckpt_dir, final_name, meta.step, keep);
+  return absl::OkStatus();
+}
+
+}  // namespace rt::ckpt
