@@ -1,0 +1,41 @@
+// Ring order from measured links: a pure function, so every peer that has the same
+// matrices computes the same ring (issue 5, item 4).
+//
+// Objective, in priority order: (1) maximize the bottleneck, the smallest bandwidth
+// of the N directed links order[i] -> order[(i+1) % N]; (2) minimize the total RTT
+// of those links. Exact for N <= 8 (all (N-1)! orders with peer 0 first); above,
+// greedy construction from every start plus 2-opt and node-move local search.
+// Ties are broken by the lexicographically smallest order, so the result is
+// deterministic. The result always starts with peer 0.
+#pragma once
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace rt::collective {
+
+struct RingOrder {
+  std::vector<int> order;     // order[i] = peer (hosts-file rank) at ring position i
+  double bottleneck_bps = 0;  // min bandwidth along the ring (bytes/s); 0 for N == 1
+  double total_rtt_s = 0;     // sum of link RTTs along the ring (s)
+};
+
+inline constexpr int kRingOrderExactMaxPeers = 8;
+
+// bandwidth_bps[i][j]: measured bytes/s from i to j; rtt_s[i][j]: round trip (s).
+// Both N x N, N >= 1, finite and non-negative off the diagonal (diagonal ignored).
+absl::StatusOr<RingOrder> ComputeRingOrder(const std::vector<std::vector<double>>& bandwidth_bps,
+                                           const std::vector<std::vector<double>>& rtt_s);
+
+// The exact search regardless of N (for tests; (N-1)! orders).
+absl::StatusOr<RingOrder> ComputeRingOrderExact(
+    const std::vector<std::vector<double>>& bandwidth_bps,
+    const std::vector<std::vector<double>>& rtt_s);
+
+// Bottleneck and total RTT of a given order (a permutation of 0..N-1).
+RingOrder EvaluateRingOrder(const std::vector<std::vector<double>>& bandwidth_bps,
+                            const std::vector<std::vector<double>>& rtt_s,
+                            const std::vector<int>& order);
+
+}  // namespace rt::collective
