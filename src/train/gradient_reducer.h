@@ -1,0 +1,70 @@
+// GradientReducer: the seam between the training loop and the ring.
+//
+// The loop (trainer.cc) accumulates this peer's gradients for one optimizer step and
+// hands them to a reducer; when Finish() returns, the gradient buffer holds the sum
+// over all peers (each peer scales its contribution by 1 / tokens of the global step,
+// so the sum is the global mean; DESIGN invariant 3). The single-peer reducer does
+// nothing. A ring reducer starts sending buckets from OnGradReady while backward is
+// still running (overlap), and waits in Finish.
+//
+// Call order per optimizer step, all on the training thread:
+//   BeginStep(step, grads) -> [micro-steps; during the LAST one OnGradReady(o) with o
+//   decreasing to 0; if this peer has no slots, one OnGradReady(0)] -> Finish(&totals).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+
+namespace rt::train {
+
+// Per-step scalars summed over peers alongside the gradients.
+struct StepTotals {
+  double loss_sum = 0;  // sum of per-token cross-entropy (nats) over the tokens below
+  int64_t tokens = 0;   // target tokens trained on in this step
+};
+
+class GradientReducer {
+ public:
+  virtual ~GradientReducer() = default;
+
+  // This peer's position among the peers of the current step (BatchSampler::SlotsOf).
+  virtual int rank() const = 0;
+  virtual int peers() const = 0;
+  // Cluster view: epoch (grows on every membership change) and the leader's rank.
+  virtual uint64_t epoch() const { return 0; }
+  virtual int leader() const { return 0; }
+
+  // Optimizer step `step` (0-based) begins; `grads` (the whole flat gradient buffer)
+  // stays valid and is written only by the loop until Finish returns.
+  virtual absl::Status BeginStep(int64_t step, absl::Span<float> grads) = 0;
+  // grads[offset, grads.size()) are final on this peer for this step. Must return
+  // quickly (it runs between backward layers).
+  virtual void OnGradReady(size_t offset) = 0;
+  // Waits until grads hold the sum over all peers; *totals goes in as this peer's and
+  // comes out as the sum over all peers.
+  virtual absl::Status Finish(StepTotals* totals) = 0;
+
+  // Replicas must be bit-identical (DESIGN invariant 2): a ring reducer compares the
+  // hashes of all peers and returns an error naming the peers that differ.
+  virtual absl::Status CheckParamHash(int64_t /*step*/, uint64_t /*param_hash*/) {
+    return absl::OkStatus();
+  }
+  // Payload bytes this peer has sent so far (for metrics).
+  virtual uint64_t bytes_sent() const { return 0; }
+};
+
+// One peer alone: gradients are already the global sum.
+class LocalGradientReducer final : public GradientReducer {
+ public:
+  int rank() const override { return 0; }
+  int peers() const override { return 1; }
+  absl::Status BeginStep(int64_t, absl::Span<float>) override { return absl::OkStatus(); }
+  void OnGradReady(size_t) override {}
+  absl::Status Finish(StepTotals*) override { return absl::OkStatus(); }
+};
+
+}  // namespace rt::train

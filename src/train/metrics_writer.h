@@ -1,0 +1,53 @@
+// MetricsWriter: one JSON object per line (JSONL) per optimizer step, appended to a
+// file (DESIGN "Command-line contract": --metrics). Each line is written with one
+// write and flushed, so a crashed run leaves only whole lines.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace rt::train {
+
+// The figures of one step. Times in milliseconds; `tokens` is the total number of
+// tokens trained on so far (all peers), `step` the number of optimizer steps done.
+struct StepMetrics {
+  int64_t step = 0;
+  double loss = 0;  // mean train loss of this step (nats per token)
+  double lr = 0;
+  int64_t tokens = 0;
+  double tokens_per_s = 0;
+  double step_ms = 0, compute_ms = 0, comm_ms = 0;
+  uint64_t bytes_sent = 0;
+  double grad_norm = 0;  // before clipping
+  int peers = 1;
+  uint64_t epoch = 0;
+  int leader = 0;
+  std::string param_hash;                   // hex
+  std::optional<double> val_loss, val_bpb;  // only on evaluation steps
+};
+
+// The JSON object for `m`, without a newline. Non-finite numbers are written as null.
+std::string StepMetricsJson(const StepMetrics& m);
+
+class MetricsWriter {
+ public:
+  // Opens `path` for appending (creating it). Error names the path.
+  static absl::StatusOr<MetricsWriter> Open(const std::string& path);
+  MetricsWriter(MetricsWriter&& o) noexcept;
+  MetricsWriter& operator=(MetricsWriter&&) = delete;
+  MetricsWriter(const MetricsWriter&) = delete;
+  ~MetricsWriter();
+
+  absl::Status Write(const StepMetrics& m);
+
+ private:
+  MetricsWriter(std::FILE* f, std::string path) : file_(f), path_(std::move(path)) {}
+  std::FILE* file_;
+  std::string path_;
+};
+
+}  // namespace rt::train

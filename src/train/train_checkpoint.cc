@@ -1,0 +1,175 @@
+// Training checkpoints: meta fields, model-shape checks, float sections.
+#include "train/train_checkpoint.h"
+
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "core/status_macros.h"
+#include "model/param_layout.h"
+
+namespace rt::train {
+namespace {
+
+absl::Span<const uint8_t> Bytes(absl::Span<const float> x) {
+  return absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(x.data()),
+                                   x.size() * sizeof(float));
+}
+
+absl::StatusOr<int> IntField(const ckpt::Checkpoint& checkpoint, const std::string& key) {
+  auto it = checkpoint.meta().fields.find(key);
+  int value = 0;
+  if (it == checkpoint.meta().fields.end() || !absl::SimpleAtoi(it->second, &value)) {
+    return absl::DataLossError(absl::StrCat("checkpoint ", checkpoint.path(),
+                                            " has no valid integer field '", key,
+                                            "' (not a ringtrain training checkpoint?)"));
+  }
+  return value;
+}
+
+std::string Field(const ckpt::Checkpoint& checkpoint, const std::string& key) {
+  auto it = checkpoint.meta().fields.find(key);
+  return it == checkpoint.meta().fields.end() ? "" : it->second;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> TrainMetaFields(const TrainConfig& config,
+                                                   const model::GptConfig& model, int slots,
+                                                   const std::string& data_fingerprint,
+                                                   int eot_id) {
+  auto f = [](double x) { return absl::StrFormat("%.9g", x); };
+  return {
+      {"format", kTrainCheckpointFormat},
+      {"model.vocab", absl::StrCat(model.vocab_size)},
+      {"model.layers", absl::StrCat(model.n_layers)},
+      {"model.heads", absl::StrCat(model.n_heads)},
+      {"model.dim", absl::StrCat(model.dim)},
+      {"model.seq_len", absl::StrCat(model.seq_len)},
+      {"model.precision", model::PrecisionName(config.precision)},
+      {"optim.lr", f(config.lr)},
+      {"optim.min_lr", f(config.min_lr)},
+      {"optim.warmup", absl::StrCat(config.warmup)},
+      {"optim.weight_decay", f(config.adamw.weight_decay)},
+      {"optim.clip", f(config.clip)},
+      {"optim.beta1", f(config.adamw.beta1)},
+      {"optim.beta2", f(config.adamw.beta2)},
+      {"optim.eps", f(config.adamw.eps)},
+      {"optim.steps", absl::StrCat(config.steps)},
+      {"train.seed", absl::StrCat(config.seed)},
+      {"train.batch", absl::StrCat(config.batch)},
+      {"train.accum", absl::StrCat(config.accum)},
+      {"train.slots", absl::StrCat(slots)},
+      {"data.fingerprint", data_fingerprint},
+      {"data.eot_id", absl::StrCat(eot_id)},
+  };
+}
+
+absl::StatusOr<model::GptConfig> ModelConfigFromMeta(const ckpt::Checkpoint& checkpoint) {
+  model::GptConfig c;
+  ASSIGN_OR_RETURN(c.vocab_size, IntField(checkpoint, "model.vocab"));
+  ASSIGN_OR_RETURN(c.n_layers, IntField(checkpoint, "model.layers"));
+  ASSIGN_OR_RETURN(c.n_heads, IntField(checkpoint, "model.heads"));
+  ASSIGN_OR_RETURN(c.dim, IntField(checkpoint, "model.dim"));
+  ASSIGN_OR_RETURN(c.seq_len, IntField(checkpoint, "model.seq_len"));
+  absl::Status valid = c.Validate();
+  if (!valid.ok()) {
+    return absl::DataLossError(
+        absl::StrCat("checkpoint ", checkpoint.path(), " has an invalid model: ", valid.message()));
+  }
+  return c;
+}
+
+absl::Status CheckSameModel(const model::GptConfig& saved, const model::GptConfig& run,
+                            const std::string& checkpoint_path) {
+  std::vector<std::string> was, now;
+  auto compare = [&](const char* name, int a, int b) {
+    if (a == b) return;
+    was.push_back(absl::StrCat(name, "=", a));
+    now.push_back(absl::StrCat(name, "=", b));
+  };
+  compare("vocab", saved.vocab_size, run.vocab_size);
+  compare("layers", saved.n_layers, run.n_layers);
+  compare("heads", saved.n_heads, run.n_heads);
+  compare("dim", saved.dim, run.dim);
+  compare("seq_len", saved.seq_len, run.seq_len);
+  if (was.empty()) return absl::OkStatus();
+  std::string hint;
+  if (run.seq_len > saved.seq_len) {
+    hint = absl::StrFormat(" (seq_len %d is longer than the checkpoint's position table of %d)",
+                           run.seq_len, saved.seq_len);
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat("checkpoint ", checkpoint_path, " is a different model: it has ",
+                   absl::StrJoin(was, " "), ", this run has ", absl::StrJoin(now, " "), hint));
+}
+
+absl::Status SaveTrainCheckpoint(const std::string& ckpt_dir, int64_t step, uint64_t epoch,
+                                 const std::map<std::string, std::string>& fields,
+                                 absl::Span<const float> params, absl::Span<const float> adam_m,
+                                 absl::Span<const float> adam_v, const std::string& tokenizer_model,
+                                 int keep) {
+  ckpt::CheckpointMeta meta;
+  meta.step = step;
+  meta.epoch = epoch;
+  meta.fields = fields;
+  std::vector<ckpt::SectionRef> sections = {
+      {"params", Bytes(params)}, {"adam_m", Bytes(adam_m)}, {"adam_v", Bytes(adam_v)}};
+  if (!tokenizer_model.empty()) {
+    sections.push_back(
+        {"tokenizer.model",
+         absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(tokenizer_model.data()),
+                                   tokenizer_model.size())});
+  }
+  return ckpt::WriteCheckpoint(ckpt_dir, meta, sections, keep);
+}
+
+absl::Status ReadFloatSection(const ckpt::Checkpoint& checkpoint, const std::string& name,
+                              absl::Span<float> out) {
+  if (!checkpoint.HasSection(name)) {
+    return absl::DataLossError(
+        absl::StrCat("checkpoint ", checkpoint.path(), " has no section '", name, "'"));
+  }
+  if (checkpoint.SectionBytes(name) != out.size() * sizeof(float)) {
+    return absl::DataLossError(absl::StrFormat(
+        "checkpoint %s: section '%s' has %u bytes, the model needs %u", checkpoint.path(), name,
+        checkpoint.SectionBytes(name), out.size() * sizeof(float)));
+  }
+  return checkpoint.ReadSection(name, absl::Span<uint8_t>(reinterpret_cast<uint8_t*>(out.data()),
+                                                          out.size() * sizeof(float)));
+}
+
+absl::StatusOr<InferenceModel> LoadInferenceModel(const std::string& ckpt) {
+  std::vector<std::string> problems;
+  absl::StatusOr<ckpt::Checkpoint> checkpoint = ckpt::OpenLatestValidCheckpoint(ckpt, &problems);
+  if (!checkpoint.ok()) {
+    std::string why =
+        problems.empty() ? "" : absl::StrCat(" (", absl::StrJoin(problems, "; "), ")");
+    return absl::Status(checkpoint.status().code(),
+                        absl::StrCat(checkpoint.status().message(), why));
+  }
+  InferenceModel m;
+  m.path = checkpoint->path();
+  m.step = checkpoint->meta().step;
+  ASSIGN_OR_RETURN(m.config, ModelConfigFromMeta(*checkpoint));
+  std::string precision = Field(*checkpoint, "model.precision");
+  absl::StatusOr<model::Precision> p =
+      model::ParsePrecision(precision.empty() ? "fp32" : precision);
+  if (p.ok()) m.precision = *p;
+  model::ParamLayout layout(m.config);
+  m.params.Resize(layout.total_floats());
+  RETURN_IF_ERROR(ReadFloatSection(*checkpoint, "params", m.params.span()));
+  if (checkpoint->HasSection("tokenizer.model")) {
+    ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, checkpoint->ReadSectionBytes("tokenizer.model"));
+    m.tokenizer_model.assign(bytes.begin(), bytes.end());
+  }
+  m.data_fingerprint = Field(*checkpoint, "data.fingerprint");
+  int eot = -1;
+  if (absl::SimpleAtoi(Field(*checkpoint, "data.eot_id"), &eot)) m.eot_id = eot;
+  return m;
+}
+
+}  // namespace rt::train

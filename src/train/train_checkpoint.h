@@ -1,0 +1,68 @@
+// What a training checkpoint holds and how the trainer, `eval` and `sample` read it.
+//
+// Sections (flat fp32 buffers in ParamLayout order, little-endian):
+//   params, adam_m, adam_v         total_floats() floats each
+//   tokenizer.model                the SentencePiece model of the data, if it had one
+// Meta fields (strings): model.{vocab,layers,heads,dim,seq_len} (the shape),
+//   model.precision, optim.{lr,min_lr,warmup,weight_decay,clip,beta1,beta2,eps,steps},
+//   train.{seed,batch,accum,slots}, data.fingerprint, data.eot_id, format "ringtrain-train-1".
+// The manifest's `step` is the number of optimizer steps completed.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "ckpt/checkpoint.h"
+#include "core/aligned_buffer.h"
+#include "model/gpt_config.h"
+#include "train/train_config.h"
+
+namespace rt::train {
+
+inline constexpr char kTrainCheckpointFormat[] = "ringtrain-train-1";
+
+// The meta fields of a checkpoint of this run (see the file comment).
+std::map<std::string, std::string> TrainMetaFields(const TrainConfig& config,
+                                                   const model::GptConfig& model, int slots,
+                                                   const std::string& data_fingerprint, int eot_id);
+
+// The model shape recorded in a checkpoint. DataLoss naming the checkpoint and the
+// field if one is missing or not a number.
+absl::StatusOr<model::GptConfig> ModelConfigFromMeta(const ckpt::Checkpoint& checkpoint);
+
+// OK if `run` == `saved`; else FailedPrecondition naming every difference, e.g.
+// "checkpoint .../step-00000100 has dim=384 heads=6, this run has dim=256 heads=4".
+absl::Status CheckSameModel(const model::GptConfig& saved, const model::GptConfig& run,
+                            const std::string& checkpoint_path);
+
+// Writes one checkpoint of a training run (WriteCheckpoint: atomic, checksummed).
+absl::Status SaveTrainCheckpoint(const std::string& ckpt_dir, int64_t step, uint64_t epoch,
+                                 const std::map<std::string, std::string>& fields,
+                                 absl::Span<const float> params, absl::Span<const float> adam_m,
+                                 absl::Span<const float> adam_v, const std::string& tokenizer_model,
+                                 int keep);
+
+// Reads section `name` of `checkpoint` into `out`; error if its size is not out.size() floats.
+absl::Status ReadFloatSection(const ckpt::Checkpoint& checkpoint, const std::string& name,
+                              absl::Span<float> out);
+
+// A model loaded for inference (`eval`, `sample`).
+struct InferenceModel {
+  std::string path;  // the checkpoint directory used
+  int64_t step = 0;
+  model::GptConfig config;
+  model::Precision precision = model::Precision::kFp32;
+  AlignedBuffer<float> params;
+  std::string tokenizer_model;   // bytes of tokenizer.model, "" if none
+  std::string data_fingerprint;  // "" if not recorded
+  int eot_id = -1;
+};
+
+// Newest valid checkpoint under `ckpt` (a --ckpt-dir or one step directory). Errors
+// name the directory and, when checkpoints were skipped, why.
+absl::StatusOr<InferenceModel> LoadInferenceModel(const std::string& ckpt);
+
+}  // namespace rt::train

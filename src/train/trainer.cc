@@ -1,0 +1,327 @@
+// The training loop (see trainer.h for the outline and guarantees).
+#include "train/trainer.h"
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "ckpt/checkpoint.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/status_macros.h"
+#include "optim/grad_clip.h"
+#include "optim/lr_schedule.h"
+#include "train/param_hash.h"
+#include "train/train_checkpoint.h"
+
+namespace rt::train {
+namespace {
+
+absl::Status WithContext(const absl::Status& s, absl::string_view context) {
+  return absl::Status(s.code(), absl::StrCat(context, ": ", s.message()));
+}
+
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  if (!in.good() && !in.eof()) return absl::DataLossError(absl::StrCat("cannot read ", path));
+  return out.str();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& config,
+                                                         std::unique_ptr<GradientReducer> reducer) {
+  RETURN_IF_ERROR(config.Validate());
+  std::unique_ptr<Trainer> t(new Trainer());
+  t->config_ = config;
+  t->reducer_ = reducer ? std::move(reducer) : std::make_unique<LocalGradientReducer>();
+
+  // Data: both splits of the prepared directory.
+  absl::StatusOr<data::TokenDataset> train = data::TokenDataset::Open(config.data_dir, "train");
+  if (!train.ok()) return WithContext(train.status(), absl::StrCat("--data ", config.data_dir));
+  absl::StatusOr<data::TokenDataset> val = data::TokenDataset::Open(config.data_dir, "val");
+  if (!val.ok()) return WithContext(val.status(), absl::StrCat("--data ", config.data_dir));
+  t->train_data_ = std::move(*train);
+  t->val_data_ = std::move(*val);
+
+  // Model: the shape from flags, the vocabulary from the data.
+  model::GptConfig shape = config.model;
+  shape.vocab_size = t->train_data_->vocab_size();
+  if (config.model.vocab_size > 0 && config.model.vocab_size != shape.vocab_size) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("vocab %d was asked for, but the data %s has vocab %d",
+                        config.model.vocab_size, config.data_dir, shape.vocab_size));
+  }
+  model::GptOptions options;
+  options.precision = config.precision;
+  options.recompute = config.recompute;
+  options.max_batch = config.batch;
+  ASSIGN_OR_RETURN(t->gpt_, model::Gpt::Create(shape, options));
+
+  // Data order: `slots` sequences per optimizer step over all peers.
+  const int slots = config.batch * config.accum * t->reducer_->peers();
+  absl::StatusOr<data::BatchSampler> sampler =
+      data::BatchSampler::Create(config.seed, slots, shape.seq_len, t->train_data_->num_tokens());
+  if (!sampler.ok()) {
+    return WithContext(sampler.status(), absl::StrFormat("train split of %s (--seq-len %d)",
+                                                         config.data_dir, shape.seq_len));
+  }
+  t->sampler_ = std::move(*sampler);
+  if (config.eval_every > 0) {
+    if (t->val_data_->num_tokens() < static_cast<uint64_t>(shape.seq_len) + 1) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "the val split of %s has %u tokens, fewer than one window of --seq-len + 1 = %d; "
+          "use --eval-every 0 or prepare with a larger --val-fraction",
+          config.data_dir, t->val_data_->num_tokens(), shape.seq_len + 1));
+    }
+    t->eval_starts_ = data::EvenlySpacedWindows(t->val_data_->num_tokens(), shape.seq_len,
+                                                config.eval_batches * config.batch);
+  }
+  if (!t->train_data_->tokenizer_path().empty()) {
+    ASSIGN_OR_RETURN(t->tokenizer_model_, ReadWholeFile(t->train_data_->tokenizer_path()));
+  }
+
+  // Flat buffers (DESIGN invariant 1) and the optimizer over the whole span.
+  const model::ParamLayout& layout = t->gpt_->layout();
+  t->params_.Resize(layout.total_floats());
+  t->grads_.Resize(layout.total_floats());
+  t->adam_ =
+      std::make_unique<optim::AdamW>(config.adamw, layout.total_floats(), layout.DecayRanges());
+  RETURN_IF_ERROR(t->InitOrResume());
+
+  if (!config.metrics_path.empty()) {
+    ASSIGN_OR_RETURN(MetricsWriter writer, MetricsWriter::Open(config.metrics_path));
+    t->metrics_.emplace(std::move(writer));
+  }
+  return t;
+}
+
+absl::Status Trainer::InitOrResume() {
+  if (config_.ckpt_dir.empty()) {
+    gpt_->InitParams(params_.span(), config_.seed);
+    return absl::OkStatus();
+  }
+  std::vector<std::string> problems;
+  absl::StatusOr<ckpt::Checkpoint> latest =
+      ckpt::OpenLatestValidCheckpoint(config_.ckpt_dir, &problems);
+  for (const std::string& p : problems) LogWarning("skipping invalid checkpoint: %s", p);
+  if (!latest.ok() && !absl::IsNotFound(latest.status())) return latest.status();
+  if (!config_.resume) {
+    if (latest.ok()) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "--ckpt-dir %s already holds a checkpoint (%s, step %d); pass --resume to continue "
+          "it or choose another --ckpt-dir",
+          config_.ckpt_dir, latest->path(), latest->meta().step));
+    }
+    gpt_->InitParams(params_.span(), config_.seed);
+    return absl::OkStatus();
+  }
+  if (!latest.ok()) {
+    LogInfo("--resume: no checkpoint in %s yet, starting from step 0", config_.ckpt_dir);
+    gpt_->InitParams(params_.span(), config_.seed);
+    return absl::OkStatus();
+  }
+
+  // Resume: the same model shape and data, then params and both moments.
+  ASSIGN_OR_RETURN(model::GptConfig saved, ModelConfigFromMeta(*latest));
+  RETURN_IF_ERROR(CheckSameModel(saved, gpt_->config(), latest->path()));
+  const auto& fields = latest->meta().fields;
+  auto field = [&](const std::string& key) {
+    auto it = fields.find(key);
+    return it == fields.end() ? std::string() : it->second;
+  };
+  if (field("data.fingerprint") != train_data_->fingerprint()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "checkpoint %s was trained on other data (fingerprint %s, --data %s has %s)",
+        latest->path(), field("data.fingerprint"), config_.data_dir, train_data_->fingerprint()));
+  }
+  if (field("train.slots") != absl::StrCat(sampler_->slots())) {
+    LogWarning("checkpoint %s used %s sequences per step, this run %d: the data order changes",
+               latest->path(), field("train.slots"), sampler_->slots());
+  }
+  if (field("model.precision") != model::PrecisionName(config_.precision)) {
+    LogWarning("checkpoint %s was trained in %s, continuing in %s", latest->path(),
+               field("model.precision"), model::PrecisionName(config_.precision));
+  }
+  RETURN_IF_ERROR(ReadFloatSection(*latest, "params", params_.span()));
+  RETURN_IF_ERROR(ReadFloatSection(*latest, "adam_m", adam_->m()));
+  RETURN_IF_ERROR(ReadFloatSection(*latest, "adam_v", adam_->v()));
+  step_ = latest->meta().step;
+  tokens_seen_ = step_ * static_cast<int64_t>(sampler_->slots()) * gpt_->config().seq_len;
+  last_checkpoint_step_ = step_;
+  resumed_ = true;
+  LogInfo("resumed from %s at step %d", latest->path(), step_);
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::Run() {
+  const model::GptConfig& mc = gpt_->config();
+  LogInfo("model %s, %.2fM params, %s%s, activations %.1f MB", mc.ToString(),
+          gpt_->layout().total_floats() / 1e6, model::PrecisionName(config_.precision),
+          config_.recompute ? " recompute" : "", gpt_->ActivationBytes() / 1e6);
+  LogInfo("data %s: train %u tokens, val %u tokens; %d sequences x %d tokens per step",
+          config_.data_dir, train_data_->num_tokens(), val_data_->num_tokens(), sampler_->slots(),
+          mc.seq_len);
+  if (step_ >= config_.steps) {
+    LogInfo("already at step %d of --steps %d: nothing to do", step_, config_.steps);
+    return absl::OkStatus();
+  }
+
+  // The untrained model's validation loss: the baseline every later value improves on.
+  if (config_.eval_every > 0 && step_ == 0) {
+    EvalResult e = Evaluate();
+    StepMetrics m;
+    m.loss = e.loss;
+    m.peers = reducer_->peers();
+    m.epoch = reducer_->epoch();
+    m.leader = reducer_->leader();
+    m.param_hash = ParamHashHex(ParamHash(params_.span()));
+    m.val_loss = e.loss;
+    if (std::isfinite(e.bpb)) m.val_bpb = e.bpb;
+    PrintStep(m);
+    if (metrics_) RETURN_IF_ERROR(metrics_->Write(m));
+  }
+
+  while (step_ < config_.steps) {
+    StepMetrics m;
+    RETURN_IF_ERROR(TrainStep(&m));
+    const bool last = step_ == config_.steps;
+
+    if (config_.eval_every > 0 && (step_ % config_.eval_every == 0 || last)) {
+      EvalResult e = Evaluate();
+      m.val_loss = e.loss;
+      if (std::isfinite(e.bpb)) m.val_bpb = e.bpb;
+    }
+    PrintStep(m);
+    if (metrics_) RETURN_IF_ERROR(metrics_->Write(m));
+
+    if (!config_.ckpt_dir.empty() &&
+        ((config_.ckpt_every > 0 && step_ % config_.ckpt_every == 0) || last)) {
+      RETURN_IF_ERROR(SaveCheckpoint());
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::TrainStep(StepMetrics* metrics) {
+  Stopwatch step_watch;
+  const int T = gpt_->config().seq_len;
+  const float lr =
+      optim::CosineLr(step_, config_.warmup, config_.steps, config_.lr, config_.min_lr);
+
+  // 1. Zero the gradients; the reducer sees the buffer it will sum.
+  grads_.Zero();
+  RETURN_IF_ERROR(reducer_->BeginStep(step_, grads_.span()));
+
+  // 2. Micro-steps over this peer's slots, `batch` sequences at a time. Every token of
+  //    the global step weighs 1/global_tokens, so the sum over peers is the mean.
+  const std::vector<int> my_slots = sampler_->SlotsOf(reducer_->rank(), reducer_->peers());
+  const int64_t global_tokens = static_cast<int64_t>(sampler_->slots()) * T;
+  const float grad_scale = 1.0f / static_cast<float>(global_tokens);
+  std::vector<int32_t> tokens(static_cast<size_t>(config_.batch) * T);
+  std::vector<int32_t> targets(tokens.size());
+  std::function<void(size_t)> on_ready = [this](size_t offset) { reducer_->OnGradReady(offset); };
+  StepTotals totals;
+  for (size_t first = 0; first < my_slots.size(); first += config_.batch) {
+    const size_t count = std::min<size_t>(config_.batch, my_slots.size() - first);
+    std::vector<uint64_t> starts(count);
+    for (size_t i = 0; i < count; ++i)
+      starts[i] = sampler_->WindowStart(step_, my_slots[first + i]);
+    data::ReadWindows(*train_data_, starts, T, tokens.data(), targets.data());
+    const bool last_micro_step = first + count >= my_slots.size();
+    totals.loss_sum += gpt_->ForwardBackward(params_.span(), tokens.data(), targets.data(),
+                                             static_cast<int>(count), grad_scale, grads_.span(),
+                                             last_micro_step ? on_ready : nullptr);
+    totals.tokens += static_cast<int64_t>(count) * T;
+  }
+  if (my_slots.empty()) reducer_->OnGradReady(0);  // nothing to add: all final at once
+  const double backward_ms = step_watch.ElapsedMs();
+
+  // 3. Sum gradients (and loss, tokens) over peers.
+  Stopwatch comm_watch;
+  RETURN_IF_ERROR(reducer_->Finish(&totals));
+  const double comm_ms = comm_watch.ElapsedMs();
+  if (totals.tokens != global_tokens) {
+    return absl::InternalError(
+        absl::StrFormat("step %d: peers trained on %d tokens, the step needs %d", step_,
+                        totals.tokens, global_tokens));
+  }
+  const double loss = totals.loss_sum / static_cast<double>(totals.tokens);
+
+  // 4. Clip by the global norm, then one AdamW step (t is 1-based).
+  Stopwatch update_watch;
+  const double grad_norm = std::sqrt(optim::SumOfSquares(grads_.span()));
+  if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
+    return absl::InternalError(absl::StrFormat(
+        "training diverged at step %d: loss %g, gradient norm %g (try a lower --lr)", step_ + 1,
+        loss, grad_norm));
+  }
+  const float clip_scale = optim::ClipScale(grad_norm, config_.clip);
+  adam_->Step(params_.span(), grads_.span(), lr, step_ + 1, clip_scale);
+  ++step_;
+  tokens_seen_ += totals.tokens;
+  const uint64_t hash = ParamHash(params_.span());
+  RETURN_IF_ERROR(reducer_->CheckParamHash(step_, hash));
+  const double update_ms = update_watch.ElapsedMs();
+
+  StepMetrics& m = *metrics;
+  m.step = step_;
+  m.loss = loss;
+  m.lr = lr;
+  m.tokens = tokens_seen_;
+  m.step_ms = step_watch.ElapsedMs();
+  m.tokens_per_s = m.step_ms > 0 ? totals.tokens / (m.step_ms * 1e-3) : 0;
+  m.compute_ms = backward_ms + update_ms;
+  m.comm_ms = comm_ms;
+  m.bytes_sent = reducer_->bytes_sent();
+  m.grad_norm = grad_norm;
+  m.peers = reducer_->peers();
+  m.epoch = reducer_->epoch();
+  m.leader = reducer_->leader();
+  m.param_hash = ParamHashHex(hash);
+  return absl::OkStatus();
+}
+
+EvalResult Trainer::Evaluate() {
+  return EvaluateWindows(*gpt_, params_.span(), *val_data_, eval_starts_);
+}
+
+absl::Status Trainer::SaveCheckpoint() {
+  if (config_.ckpt_dir.empty() || last_checkpoint_step_ == step_) return absl::OkStatus();
+  if (reducer_->rank() != reducer_->leader()) return absl::OkStatus();  // the leader writes
+  Stopwatch watch;
+  RETURN_IF_ERROR(SaveTrainCheckpoint(
+      config_.ckpt_dir, step_, reducer_->epoch(),
+      TrainMetaFields(config_, gpt_->config(), sampler_->slots(), train_data_->fingerprint(),
+                      train_data_->eot_id()),
+      params_.span(), adam_->m(), adam_->v(), tokenizer_model_, config_.ckpt_keep));
+  last_checkpoint_step_ = step_;
+  LogInfo("checkpoint step %d written to %s in %.0f ms", step_, config_.ckpt_dir,
+          watch.ElapsedMs());
+  return absl::OkStatus();
+}
+
+void Trainer::PrintStep(const StepMetrics& m) const {
+  if (!config_.print_steps) return;
+  std::string line;
+  if (m.step == 0) {
+    line = absl::StrFormat("step %5d/%d | untrained", m.step, config_.steps);
+  } else {
+    line = absl::StrFormat("step %5d/%d | loss %.4f | lr %.2e | norm %.3f | %6.0f tok/s | %7.1f ms",
+                           m.step, config_.steps, m.loss, m.lr, m.grad_norm, m.tokens_per_s,
+                           m.step_ms);
+    if (m.peers > 1) absl::StrAppendFormat(&line, " (comm %.1f ms)", m.comm_ms);
+  }
+  if (m.val_loss) absl::StrAppendFormat(&line, " | val_loss %.4f", *m.val_loss);
+  if (m.val_bpb) absl::StrAppendFormat(&line, " val_bpb %.4f", *m.val_bpb);
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace rt::train

@@ -1,0 +1,80 @@
+// Trainer: one training run of a GPT on token shards, nanoGPT-style.
+//
+// Run() is the loop a newcomer can read top to bottom:
+//   [evaluate the untrained model] then per optimizer step:
+//   zero grads -> `accum` micro-steps of forward+backward on this peer's slots ->
+//   reduce gradients across peers (GradientReducer; nothing for one peer) -> clip ->
+//   AdamW with the cosine schedule -> log (stdout, --metrics) -> [evaluate] -> [checkpoint].
+//
+// Determinism: parameters come from --seed, data windows from (seed, step, slot)
+// (data/batch_sampler.h), and every kernel is deterministic for a thread count, so
+// a run is reproducible and N steps + resume + N steps equals 2N steps bit for bit.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "core/aligned_buffer.h"
+#include "data/batch_sampler.h"
+#include "data/token_dataset.h"
+#include "model/gpt.h"
+#include "optim/adamw.h"
+#include "train/evaluator.h"
+#include "train/gradient_reducer.h"
+#include "train/metrics_writer.h"
+#include "train/train_config.h"
+
+namespace rt::train {
+
+class Trainer {
+ public:
+  // Opens the data, builds the model and either initialises it from the seed or, with
+  // config.resume, loads the newest valid checkpoint of config.ckpt_dir. `reducer`
+  // null means a single peer. Errors name the flag, file or checkpoint at fault.
+  static absl::StatusOr<std::unique_ptr<Trainer>> Create(
+      const TrainConfig& config, std::unique_ptr<GradientReducer> reducer = nullptr);
+
+  // Trains until config.steps optimizer steps are done (evaluating, logging and
+  // checkpointing on the way). Returns at once if a resumed run is already there.
+  absl::Status Run();
+
+  // One optimizer step (no evaluation, logging or checkpoint); fills *metrics.
+  absl::Status TrainStep(StepMetrics* metrics);
+  // Validation loss on the fixed evaluation windows (eval_batches * batch of them).
+  EvalResult Evaluate();
+  // Writes a checkpoint of the current step into config.ckpt_dir.
+  absl::Status SaveCheckpoint();
+
+  int64_t step() const { return step_; }  // optimizer steps completed
+  absl::Span<const float> params() const { return params_.span(); }
+  const model::GptConfig& model_config() const { return gpt_->config(); }
+  int slots() const { return sampler_->slots(); }
+  bool resumed() const { return resumed_; }
+
+ private:
+  Trainer() = default;
+  absl::Status InitOrResume();
+  void PrintStep(const StepMetrics& m) const;
+
+  TrainConfig config_;
+  std::unique_ptr<GradientReducer> reducer_;
+  std::optional<data::TokenDataset> train_data_, val_data_;
+  std::optional<data::BatchSampler> sampler_;
+  std::unique_ptr<model::Gpt> gpt_;
+  AlignedBuffer<float> params_, grads_;
+  std::unique_ptr<optim::AdamW> adam_;
+  std::optional<MetricsWriter> metrics_;
+  std::vector<uint64_t> eval_starts_;
+  std::string tokenizer_model_;  // bytes of the data's tokenizer.model ("" if none)
+  int64_t step_ = 0;
+  int64_t tokens_seen_ = 0;
+  int64_t last_checkpoint_step_ = -1;
+  bool resumed_ = false;
+};
+
+}  // namespace rt::train
