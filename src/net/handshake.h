@@ -1,0 +1,64 @@
+// Handshake messages: who is talking, proof of the shared secret, cluster fingerprint.
+//
+// Both ends of a new connection run the same three steps (each a frame, see frame.h):
+//   1. hello:       handshake version, cluster id, rank, channel, role, 32-byte random nonce;
+//   2. proof:       HMAC-SHA256(secret, "ringtrain-auth-v1" | prover role | dialer hello |
+//                   acceptor hello) — fresh (both nonces) and not reflectable (role);
+//   3. fingerprint: the caller's (key, value) list (model config, optimizer, data, ...),
+//                   sent only after the peer's proof verified, so it doubles as the
+//                   "you are accepted" acknowledgement.
+// A peer whose proof fails or whose fingerprint differs is refused on both sides; the
+// error names the differing keys with both values. The host list is not part of the
+// fingerprint (users grow and shrink jobs by editing it).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "net/hosts_file.h"
+
+namespace rt::net {
+
+inline constexpr uint16_t kHandshakeVersion = 1;
+using Nonce = std::array<uint8_t, 32>;
+using Proof = std::array<uint8_t, 32>;
+// Ordered (key, value) pairs; keys unique.
+using Fingerprint = std::vector<std::pair<std::string, std::string>>;
+
+struct Hello {
+  uint16_t version = kHandshakeVersion;
+  std::string cluster_id;
+  int32_t rank = -1;
+  uint64_t channel = 0;  // which link this is (e.g. a ring id), chosen by the dialer
+  bool dialer = false;
+  Nonce nonce{};
+};
+
+std::vector<uint8_t> EncodeHello(const Hello& hello);
+absl::StatusOr<Hello> DecodeHello(absl::Span<const uint8_t> bytes, const std::string& peer);
+Nonce RandomNonce();  // from OpenSSL RAND_bytes
+
+Proof ComputeProof(const std::string& secret, bool prover_is_dialer,
+                   absl::Span<const uint8_t> dialer_hello,
+                   absl::Span<const uint8_t> acceptor_hello);
+bool ProofEquals(absl::Span<const uint8_t> a, const Proof& b);  // constant time
+
+std::vector<uint8_t> EncodeFingerprint(const Fingerprint& fp);
+absl::StatusOr<Fingerprint> DecodeFingerprint(absl::Span<const uint8_t> bytes,
+                                              const std::string& peer);
+// OK if equal; else FailedPrecondition naming every differing or missing key with
+// both values: "cluster fingerprint differs from rank 1 (...): model: here 'a', there 'b'".
+absl::Status CompareFingerprints(const Fingerprint& ours, const Fingerprint& theirs,
+                                 const std::string& peer);
+
+// The shared secret: contents of `secret_file` (trailing whitespace dropped) if given,
+// else $RINGTRAIN_SECRET, else "" — allowed only when every host is loopback.
+absl::StatusOr<std::string> LoadSharedSecret(const std::string& secret_file,
+                                             const std::vector<HostEntry>& hosts);
+
+}  // namespace rt::net

@@ -1,0 +1,401 @@
+// TcpConnection: framed reads and gather writes on the io thread, queues for users.
+#include "net/tcp_connection.h"
+
+#include <chrono>
+
+#include "absl/strings/str_format.h"
+#include "core/crc32c.h"
+
+namespace rt::net {
+namespace {
+
+// Handshake frames are tiny; a stranger must not make us allocate the data limit.
+constexpr uint64_t kMaxHandshakePayload = 64 << 10;
+constexpr size_t kMaxFramesPerWrite = 16;
+constexpr size_t kSpareVectors = 4;
+
+// Lets one async_write/async_read move up to 64 MiB per system call instead of
+// Asio's default 64 KiB, so large messages stream with few wake-ups.
+size_t LargeTransfer(const asio::error_code& ec, size_t) { return ec ? 0 : (size_t{64} << 20); }
+
+template <typename Pred>
+bool WaitFor(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
+             absl::Duration timeout, Pred pred) {
+  if (timeout == absl::InfiniteDuration()) {
+    cv.wait(lock, pred);
+    return true;
+  }
+  auto deadline = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(timeout);
+  return cv.wait_until(lock, deadline, pred);
+}
+
+}  // namespace
+
+TcpConnection::TcpConnection(asio::ip::tcp::socket socket, std::string peer_name,
+                             const LinkOptions& options)
+    : socket_(std::move(socket)),
+      options_(options),
+      order_(peer_name),
+      peer_name_(std::move(peer_name)) {}
+
+TcpConnection::~TcpConnection() = default;
+
+std::string TcpConnection::peer_name() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return peer_name_;
+}
+
+absl::Status TcpConnection::status() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return error_;
+}
+
+void TcpConnection::StartReading(FrameHandler handshake_handler, ErrorHandler on_error) {
+  handshake_handler_ = std::move(handshake_handler);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    on_error_ = std::move(on_error);
+  }
+  ReadHeader();
+}
+
+void TcpConnection::Establish(int peer_rank, std::string peer_name) {
+  established_ = true;
+  handshake_handler_ = nullptr;
+  peer_rank_.store(peer_rank);
+  order_.set_peer(peer_name);
+  std::lock_guard<std::mutex> lock(mu_);
+  peer_name_ = std::move(peer_name);
+}
+
+// ---------------------------------------------------------------- reading
+
+void TcpConnection::ReadHeader() {
+  auto self = shared_from_this();
+  asio::async_read(socket_, asio::buffer(header_bytes_, kFrameHeaderBytes),
+                   [self](const asio::error_code& ec, size_t) { self->OnHeader(ec); });
+}
+
+void TcpConnection::OnHeader(const asio::error_code& ec) {
+  if (ec) return FailOnIoThread(ErrorFromAsio(ec, "waiting for a frame"));
+  const std::string peer = peer_name();
+  uint64_t limit = established_ ? options_.max_payload_bytes : kMaxHandshakePayload;
+  absl::StatusOr<FrameHeader> header = DecodeFrameHeader(header_bytes_, limit, peer);
+  if (!header.ok()) return FailOnIoThread(header.status());
+  order_.set_min_epoch(min_epoch_.load());
+  absl::Status order = order_.Check(*header);
+  if (!order.ok()) return FailOnIoThread(order);
+  FrameType t = header->type;
+  bool allowed =
+      t == FrameType::kError || (established_ ? (t == FrameType::kData || t == FrameType::kControl)
+                                              : (t == FrameType::kHello || t == FrameType::kProof ||
+                                                 t == FrameType::kFingerprint));
+  if (!allowed) {
+    return FailOnIoThread(absl::FailedPreconditionError(
+        absl::StrFormat("%s sent a %s frame %s the handshake", peer, FrameTypeName(t),
+                        established_ ? "after" : "before completing")));
+  }
+  header_ = *header;
+  if (t == FrameType::kData) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!spare_.empty()) {
+      payload_ = std::move(spare_.back());
+      spare_.pop_back();
+    } else {
+      payload_.clear();
+    }
+  } else {
+    payload_.clear();
+  }
+  payload_.resize(header_.payload_bytes);
+  payload_received_ = 0;
+  payload_crc_ = 0;
+  if (header_.payload_bytes == 0) return FinishFrame();
+  ReadPayload();
+}
+
+// Reads whatever has arrived straight into the message buffer and checksums it
+// while it is still in cache.
+void TcpConnection::ReadPayload() {
+  auto self = shared_from_this();
+  uint8_t* dst = payload_.data() + payload_received_;
+  size_t want = payload_.size() - payload_received_;
+  socket_.async_read_some(
+      asio::buffer(dst, want), [self, dst](const asio::error_code& ec, size_t n) {
+        if (ec) return self->FailOnIoThread(self->ErrorFromAsio(ec, "receiving a frame payload"));
+        self->payload_crc_ = Crc32cExtend(self->payload_crc_, dst, n);
+        self->payload_received_ += n;
+        self->bytes_received_.fetch_add(n, std::memory_order_relaxed);
+        if (self->payload_received_ < self->payload_.size()) return self->ReadPayload();
+        self->FinishFrame();
+      });
+}
+
+void TcpConnection::FinishFrame() {
+  bytes_received_.fetch_add(kFrameHeaderBytes, std::memory_order_relaxed);
+  const std::string peer = peer_name();
+  if (payload_crc_ != header_.payload_crc32c) {
+    return FailOnIoThread(absl::DataLossError(absl::StrFormat(
+        "%s frame %d from %s has a corrupt payload (checksum 0x%08x, computed 0x%08x)",
+        FrameTypeName(header_.type), header_.sequence, peer, header_.payload_crc32c,
+        payload_crc_)));
+  }
+  switch (header_.type) {
+    case FrameType::kError: {
+      std::string reason(payload_.begin(), payload_.end());
+      if (established_) {
+        return FailOnIoThread(absl::AbortedError(peer + " reported an error: " + reason));
+      }
+      return FailOnIoThread(
+          absl::FailedPreconditionError(peer + " refused the connection: " + reason));
+    }
+    case FrameType::kHello:
+    case FrameType::kProof:
+    case FrameType::kFingerprint:
+      if (handshake_handler_) {
+        FrameHandler handler = handshake_handler_;  // it may call Establish(), which resets it
+        handler(header_, std::move(payload_));
+      }
+      break;
+    case FrameType::kData:
+    case FrameType::kControl: {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto& queue = header_.type == FrameType::kData ? data_in_ : control_in_;
+      queue.push_back(std::move(payload_));
+      cv_.notify_all();
+      if (data_in_.size() >= options_.max_queued_messages ||
+          control_in_.size() >= options_.max_queued_messages) {
+        reading_paused_ = true;  // resumed by WaitQueue once the user takes a message
+        return;
+      }
+      break;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!error_.ok()) return;
+  }
+  ReadHeader();
+}
+
+absl::Status TcpConnection::WaitQueue(std::deque<std::vector<uint8_t>>* queue,
+                                      std::vector<uint8_t>* message, absl::Duration timeout,
+                                      const char* what) {
+  std::unique_lock<std::mutex> lock(mu_);
+  bool ready = WaitFor(cv_, lock, timeout, [&] { return !queue->empty() || !error_.ok(); });
+  if (!queue->empty()) {
+    // Swap, not copy: the caller gets the received buffer, its old one is recycled.
+    std::swap(*message, queue->front());
+    if (spare_.size() < kSpareVectors && queue->front().capacity() > 0) {
+      spare_.push_back(std::move(queue->front()));
+    }
+    queue->pop_front();
+    if (reading_paused_ && data_in_.size() < options_.max_queued_messages &&
+        control_in_.size() < options_.max_queued_messages && error_.ok()) {
+      reading_paused_ = false;
+      auto self = shared_from_this();
+      asio::post(socket_.get_executor(), [self] { self->ReadHeader(); });
+    }
+    return absl::OkStatus();
+  }
+  if (!error_.ok()) return error_;
+  (void)ready;
+  return absl::DeadlineExceededError(absl::StrFormat("no %s message from %s within %s", what,
+                                                     peer_name_, absl::FormatDuration(timeout)));
+}
+
+absl::Status TcpConnection::RecvData(std::vector<uint8_t>* message, absl::Duration timeout) {
+  return WaitQueue(&data_in_, message, timeout, "data");
+}
+
+absl::Status TcpConnection::RecvControl(std::vector<uint8_t>* message, absl::Duration timeout) {
+  return WaitQueue(&control_in_, message, timeout, "control");
+}
+
+// ---------------------------------------------------------------- writing
+
+absl::Status TcpConnection::Enqueue(FrameHeader header, absl::Span<const uint8_t> payload,
+                                    std::vector<uint8_t> owned, bool close_after) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!error_.ok()) return error_;
+  header.sequence = next_sequence_++;
+  header.epoch = epoch_;
+  header.step = step_;
+  out_.emplace_back();
+  OutFrame& f = out_.back();
+  f.owned = std::move(owned);
+  f.payload = f.owned.empty() ? payload : absl::MakeConstSpan(f.owned);
+  f.is_data = header.type == FrameType::kData;
+  f.close_after = close_after;
+  if (f.is_data) ++pending_data_;
+  EncodeFrameHeader(header, f.header.data());
+  if (!writing_) {
+    writing_ = true;
+    auto self = shared_from_this();
+    asio::post(socket_.get_executor(), [self] { self->WriteSome(); });
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TcpConnection::SendOwned(FrameType type, std::vector<uint8_t> payload) {
+  FrameHeader h;
+  h.type = type;
+  h.payload_bytes = payload.size();
+  h.payload_crc32c = Crc32c(payload.data(), payload.size());
+  return Enqueue(h, {}, std::move(payload), false);
+}
+
+void TcpConnection::SendErrorAndClose(const std::string& reason) {
+  FrameHeader h;
+  h.type = FrameType::kError;
+  std::vector<uint8_t> payload(reason.begin(), reason.end());
+  h.payload_bytes = payload.size();
+  h.payload_crc32c = Crc32c(payload.data(), payload.size());
+  if (!Enqueue(h, {}, std::move(payload), true).ok()) Close();
+}
+
+absl::Status TcpConnection::SendData(absl::Span<const uint8_t> data, uint8_t codec) {
+  if (data.size() > options_.max_payload_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("message of %d bytes to %s exceeds the frame limit of %d bytes: split it",
+                        data.size(), peer_name(), options_.max_payload_bytes));
+  }
+  FrameHeader h;
+  h.type = FrameType::kData;
+  h.codec = codec;
+  h.payload_bytes = data.size();
+  h.payload_crc32c = Crc32c(data.data(), data.size());  // on the caller's thread, data is hot
+  return Enqueue(h, data, {}, false);
+}
+
+absl::Status TcpConnection::WaitSendsDone(absl::Duration timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  bool done = WaitFor(cv_, lock, timeout, [&] { return pending_data_ == 0 || !error_.ok(); });
+  if (!error_.ok()) return error_;
+  if (!done) {
+    return absl::DeadlineExceededError(absl::StrFormat("%d message(s) to %s not sent within %s",
+                                                       pending_data_, peer_name_,
+                                                       absl::FormatDuration(timeout)));
+  }
+  return absl::OkStatus();
+}
+
+void TcpConnection::WriteSome() {
+  size_t frames = 0;
+  write_buffers_.clear();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!error_.ok()) return;
+    // deque::push_back keeps references to existing elements valid, so the buffers
+    // below stay valid while users queue more frames.
+    for (auto it = out_.begin(); it != out_.end() && frames < kMaxFramesPerWrite; ++it, ++frames) {
+      write_buffers_.push_back(asio::buffer(it->header));
+      if (!it->payload.empty())
+        write_buffers_.push_back(asio::buffer(it->payload.data(), it->payload.size()));
+      if (it->close_after) {
+        ++frames;
+        break;
+      }
+    }
+  }
+  auto self = shared_from_this();
+  asio::async_write(socket_, write_buffers_, LargeTransfer,
+                    [self, frames](const asio::error_code& ec, size_t bytes) {
+                      self->bytes_sent_.fetch_add(bytes, std::memory_order_relaxed);
+                      self->OnWritten(ec, frames);
+                    });
+}
+
+void TcpConnection::OnWritten(const asio::error_code& ec, size_t frames) {
+  if (ec) return FailOnIoThread(ErrorFromAsio(ec, "sending"));
+  bool more = false;
+  bool close = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < frames; ++i) {
+      if (out_.front().is_data) --pending_data_;
+      close = close || out_.front().close_after;
+      out_.pop_front();
+    }
+    more = !out_.empty();
+    if (!more) writing_ = false;
+    cv_.notify_all();
+  }
+  if (close) return Close();
+  if (more) WriteSome();
+}
+
+// ---------------------------------------------------------------- errors
+
+absl::Status TcpConnection::ErrorFromAsio(const asio::error_code& ec, const char* during) const {
+  const std::string peer = peer_name();
+  if (ec == asio::error::eof) {
+    return absl::UnavailableError(
+        absl::StrFormat("%s closed the connection (while %s)", peer, during));
+  }
+  if (ec == asio::error::connection_reset || ec == asio::error::broken_pipe) {
+    return absl::UnavailableError(
+        absl::StrFormat("connection to %s was reset (while %s): the peer died?", peer, during));
+  }
+  if (ec == asio::error::operation_aborted) {
+    return absl::CancelledError(absl::StrFormat("connection to %s was closed", peer));
+  }
+  return absl::UnavailableError(
+      absl::StrFormat("connection to %s failed while %s: %s", peer, during, ec.message()));
+}
+
+void TcpConnection::FailOnIoThread(const absl::Status& status) {
+  ErrorHandler handler;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (error_.ok()) error_ = status;
+    if (!error_reported_) {
+      error_reported_ = true;
+      handler = std::move(on_error_);
+    }
+    cv_.notify_all();
+  }
+  asio::error_code ignored;
+  socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+  socket_.close(ignored);
+  if (handler) handler(status);
+}
+
+void TcpConnection::Fail(const absl::Status& status) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (error_.ok()) error_ = status;
+    cv_.notify_all();
+  }
+  auto self = shared_from_this();
+  asio::post(socket_.get_executor(), [self, status] { self->FailOnIoThread(status); });
+}
+
+void TcpConnection::Close() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (error_.ok()) error_ = absl::CancelledError("connection to " + peer_name_ + " was closed");
+    error_reported_ = true;  // a deliberate close is not an error to report
+    on_error_ = nullptr;
+    cv_.notify_all();
+  }
+  auto self = shared_from_this();
+  asio::post(socket_.get_executor(), [self] {
+    asio::error_code ignored;
+    self->socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+    self->socket_.close(ignored);
+  });
+}
+
+void TcpConnection::SetEpoch(uint64_t epoch) {
+  std::lock_guard<std::mutex> lock(mu_);
+  epoch_ = epoch;
+  min_epoch_.store(epoch);
+}
+
+void TcpConnection::SetStep(uint64_t step) {
+  std::lock_guard<std::mutex> lock(mu_);
+  step_ = step;
+}
+
+}  // namespace rt::net

@@ -1,0 +1,142 @@
+// TcpConnection: one TCP socket speaking frames (frame.h), with thread-safe queues.
+//
+// Internal to net/ (TcpNode creates them, Link and TcpRing use them). Socket I/O runs
+// only on the connection's io_context thread; the public send/receive methods are
+// called from other threads and block on a condition variable, never on the socket.
+//
+// Life cycle: created by TcpNode, StartReading() with a handshake handler (hello,
+// proof and fingerprint frames go to it), Establish() once authenticated; from then on
+// data frames go to the data queue and control frames to the control queue. Any
+// violation (bad frame, wrong order, peer error frame, EOF) fails the connection: the
+// socket is closed and every waiter returns the error, which names the peer.
+#pragma once
+
+#ifndef ASIO_STANDALONE
+#define ASIO_STANDALONE 1
+#endif
+#include <asio.hpp>
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "net/frame.h"
+
+namespace rt::net {
+
+struct LinkOptions {
+  uint64_t max_payload_bytes = kDefaultMaxPayloadBytes;  // bigger frames are refused
+  size_t max_queued_messages = 64;  // received but not yet taken; reading pauses beyond
+};
+
+class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
+ public:
+  // Runs on the io thread for each handshake-type frame (hello, proof, fingerprint).
+  using FrameHandler = std::function<void(const FrameHeader&, std::vector<uint8_t>&&)>;
+  // Runs once on the io thread when the connection fails (never after Close()).
+  using ErrorHandler = std::function<void(const absl::Status&)>;
+
+  TcpConnection(asio::ip::tcp::socket socket, std::string peer_name, const LinkOptions& options);
+  ~TcpConnection();
+  TcpConnection(const TcpConnection&) = delete;
+  TcpConnection& operator=(const TcpConnection&) = delete;
+
+  // ---- io thread ----
+  void StartReading(FrameHandler handshake_handler, ErrorHandler on_error);
+  // Data/control frames are accepted from now on; errors name the peer as `peer_name`.
+  void Establish(int peer_rank, std::string peer_name);
+
+  // ---- any thread ----
+  // Queues a frame whose payload is owned by the connection (handshake, control, error).
+  absl::Status SendOwned(FrameType type, std::vector<uint8_t> payload);
+  // Sends an error frame carrying `reason`, then closes the connection once it is written.
+  void SendErrorAndClose(const std::string& reason);
+  // Fails the connection with `status` (first error wins) and closes the socket.
+  void Fail(const absl::Status& status);
+  void Close();  // Fail with "closed locally" without calling the error handler
+  absl::Status status() const;
+  std::string peer_name() const;
+  int peer_rank() const { return peer_rank_.load(); }
+  asio::ip::tcp::socket& socket() { return socket_; }  // io thread only
+
+  // ---- user thread (the RingTransport contract) ----
+  // `data` must stay valid until WaitSendsDone() returns OK; crc32c is computed here.
+  absl::Status SendData(absl::Span<const uint8_t> data, uint8_t codec);
+  absl::Status WaitSendsDone(absl::Duration timeout);
+  absl::Status RecvData(std::vector<uint8_t>* message, absl::Duration timeout);
+  absl::Status RecvControl(std::vector<uint8_t>* message, absl::Duration timeout);
+  // Frames sent from now on carry `epoch`; received frames older than it are refused.
+  void SetEpoch(uint64_t epoch);
+  void SetStep(uint64_t step);
+  uint64_t bytes_sent() const { return bytes_sent_.load(); }
+  uint64_t bytes_received() const { return bytes_received_.load(); }
+
+ private:
+  struct OutFrame {
+    std::array<uint8_t, kFrameHeaderBytes> header;
+    absl::Span<const uint8_t> payload;
+    std::vector<uint8_t> owned;
+    bool is_data = false;
+    bool close_after = false;
+  };
+  absl::Status Enqueue(FrameHeader header, absl::Span<const uint8_t> payload,
+                       std::vector<uint8_t> owned, bool close_after);
+  absl::Status WaitQueue(std::deque<std::vector<uint8_t>>* queue, std::vector<uint8_t>* message,
+                         absl::Duration timeout, const char* what);
+  void ReadHeader();
+  void OnHeader(const asio::error_code& ec);
+  void ReadPayload();
+  void FinishFrame();
+  void WriteSome();
+  void OnWritten(const asio::error_code& ec, size_t frames);
+  absl::Status ErrorFromAsio(const asio::error_code& ec, const char* during) const;
+  void FailOnIoThread(const absl::Status& status);
+
+  asio::ip::tcp::socket socket_;
+  const LinkOptions options_;
+  std::atomic<int> peer_rank_{-1};
+  std::atomic<uint64_t> min_epoch_{0};
+  std::atomic<uint64_t> bytes_sent_{0};
+  std::atomic<uint64_t> bytes_received_{0};
+
+  // io-thread state
+  FrameHandler handshake_handler_;
+  ErrorHandler on_error_;
+  bool established_ = false;  // io thread writes; read by io thread only
+  uint8_t header_bytes_[kFrameHeaderBytes];
+  FrameHeader header_;
+  std::vector<uint8_t> payload_;
+  size_t payload_received_ = 0;
+  uint32_t payload_crc_ = 0;
+  FrameOrderChecker order_;
+  std::vector<asio::const_buffer> write_buffers_;
+
+  // shared state, guarded by mu_
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::string peer_name_;
+  absl::Status error_;
+  bool error_reported_ = false;
+  std::deque<OutFrame> out_;
+  bool writing_ = false;
+  size_t pending_data_ = 0;
+  uint64_t next_sequence_ = 0;
+  uint64_t epoch_ = 0;
+  uint64_t step_ = 0;
+  std::deque<std::vector<uint8_t>> data_in_;
+  std::deque<std::vector<uint8_t>> control_in_;
+  std::vector<std::vector<uint8_t>> spare_;  // capacity recycled from RecvData callers
+  bool reading_paused_ = false;
+};
+
+}  // namespace rt::net

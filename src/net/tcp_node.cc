@@ -1,0 +1,589 @@
+// TcpNode: listener, dialing with backoff, and the handshake state machine.
+#include "net/tcp_node.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <thread>
+
+#include "absl/strings/str_format.h"
+#include "core/log.h"
+
+namespace rt::net {
+namespace {
+
+using asio::ip::tcp;
+
+std::chrono::nanoseconds Until(absl::Time deadline) {
+  absl::Duration left = std::max(deadline - absl::Now(), absl::ZeroDuration());
+  return absl::ToChronoNanoseconds(left);
+}
+
+// Latency and throughput settings every ring socket gets.
+void ConfigureSocket(tcp::socket& s, int buffer_bytes) {
+  asio::error_code ec;
+  s.set_option(tcp::no_delay(true), ec);
+  s.set_option(asio::socket_base::keep_alive(true), ec);
+  if (buffer_bytes > 0) {
+    s.set_option(asio::socket_base::send_buffer_size(buffer_bytes), ec);
+    s.set_option(asio::socket_base::receive_buffer_size(buffer_bytes), ec);
+  }
+  // Dead peers behind silent links are found in ~1 minute even without heartbeats.
+  int fd = s.native_handle();
+  int idle = 30, interval = 10, count = 3;
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
+}
+
+std::string EndpointString(const tcp::endpoint& ep) {
+  const auto a = ep.address();
+  return a.is_v6() ? absl::StrFormat("[%s]:%d", a.to_string(), ep.port())
+                   : absl::StrFormat("%s:%d", a.to_string(), ep.port());
+}
+
+bool IsFatal(const absl::Status& s) {
+  return absl::IsFailedPrecondition(s) || absl::IsPermissionDenied(s);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- PendingLink
+
+bool PendingLink::Wait(absl::Duration timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout), [&] { return done_; });
+}
+
+absl::StatusOr<std::unique_ptr<Link>> PendingLink::Take() {
+  std::shared_ptr<TcpNode> node;
+  absl::StatusOr<std::shared_ptr<TcpConnection>> result = absl::UnknownError("pending");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!done_) return absl::FailedPreconditionError("PendingLink::Take before it is done");
+    if (taken_) return absl::FailedPreconditionError("PendingLink::Take called twice");
+    taken_ = true;
+    result = std::move(result_);
+    node = node_.lock();
+  }
+  if (!result.ok()) return result.status();
+  if (!node) return absl::CancelledError("node stopped");
+  return std::make_unique<Link>(node, *std::move(result), peer_rank_);
+}
+
+std::string PendingLink::Describe() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return note_.empty() ? what_ : what_ + " (" + note_ + ")";
+}
+
+void PendingLink::Cancel() {
+  std::shared_ptr<TcpConnection> late;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (done_) {
+      if (!taken_ && result_.ok()) late = *result_;
+      taken_ = true;
+    } else {
+      done_ = true;
+      result_ = absl::CancelledError(what_ + ": cancelled");
+    }
+    cv_.notify_all();
+  }
+  if (late) late->Close();
+}
+
+bool PendingLink::Fulfil(absl::StatusOr<std::shared_ptr<TcpConnection>> result) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (done_) return false;
+  done_ = true;
+  result_ = std::move(result);
+  cv_.notify_all();
+  return true;
+}
+
+void PendingLink::Note(const std::string& note) {
+  std::lock_guard<std::mutex> lock(mu_);
+  note_ = note;
+}
+
+bool PendingLink::done() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_;
+}
+
+// ---------------------------------------------------------------- Handshake
+
+// Runs on the connection's io thread. Holds the connection weakly: pending socket
+// operations keep it alive, and no reference cycle outlives a failed handshake.
+struct Handshake : std::enable_shared_from_this<Handshake> {
+  // peer_rank is -1 if the peer's hello never arrived; authenticated = proof verified.
+  using Done = std::function<void(const absl::Status&, const std::shared_ptr<TcpConnection>&,
+                                  int peer_rank, uint64_t channel, bool authenticated)>;
+  enum class State { kHello, kProof, kFingerprint, kDone };
+
+  Handshake(const TcpNode& node, const std::shared_ptr<TcpConnection>& c, bool is_dialer,
+            int expected, uint64_t chan, Done on_done)
+      : node(node),
+        weak_conn(c),
+        dialer(is_dialer),
+        expected_rank(expected),
+        channel(chan),
+        timer(c->socket().get_executor()),
+        done(std::move(on_done)) {}
+
+  void Start(std::shared_ptr<TcpConnection> conn) {
+    Hello hello;
+    hello.cluster_id = node.options().cluster_id;
+    hello.rank = node.self_rank();
+    hello.channel = channel;
+    hello.dialer = dialer;
+    hello.nonce = RandomNonce();
+    my_hello = EncodeHello(hello);
+    auto self = shared_from_this();
+    timer.expires_after(absl::ToChronoNanoseconds(node.options().handshake_timeout));
+    timer.async_wait([self](const asio::error_code& ec) {
+      if (ec || self->state == State::kDone) return;
+      auto c = self->weak_conn.lock();
+      if (c) c->Close();
+      self->Finish(absl::DeadlineExceededError(absl::StrFormat(
+                       "%s did not complete the handshake within %s", self->Display(c),
+                       absl::FormatDuration(self->node.options().handshake_timeout))),
+                   c);
+    });
+    conn->StartReading(
+        [self](const FrameHeader& h, std::vector<uint8_t>&& p) { self->OnFrame(h, std::move(p)); },
+        [self](const absl::Status& st) { self->Finish(st, nullptr); });
+    (void)conn->SendOwned(FrameType::kHello, my_hello);
+  }
+
+  std::string Display(const std::shared_ptr<TcpConnection>& c) const {
+    return c ? c->peer_name() : "peer";
+  }
+
+  void OnFrame(const FrameHeader& h, std::vector<uint8_t>&& payload) {
+    auto conn = weak_conn.lock();
+    if (!conn || state == State::kDone) return;
+    const std::string peer = conn->peer_name();
+    FrameType want = state == State::kHello   ? FrameType::kHello
+                     : state == State::kProof ? FrameType::kProof
+                                              : FrameType::kFingerprint;
+    if (h.type != want) {
+      return Refuse(
+          conn,
+          absl::DataLossError(absl::StrFormat("%s sent a %s frame where the handshake expects %s",
+                                              peer, FrameTypeName(h.type), FrameTypeName(want))),
+          "protocol error");
+    }
+    const TcpNodeOptions& opt = node.options();
+    if (state == State::kHello) {
+      absl::StatusOr<Hello> hello = DecodeHello(payload, peer);
+      if (!hello.ok()) return Refuse(conn, hello.status(), std::string(hello.status().message()));
+      if (hello->cluster_id != opt.cluster_id) {
+        return Refuse(conn,
+                      absl::FailedPreconditionError(
+                          absl::StrFormat("%s belongs to cluster '%s', this peer to '%s'", peer,
+                                          hello->cluster_id, opt.cluster_id)),
+                      "cluster id differs");
+      }
+      if (hello->dialer == dialer) {
+        return Refuse(conn, absl::DataLossError(peer + " sent a hello with the wrong role"),
+                      "protocol error");
+      }
+      if (dialer && hello->rank != expected_rank) {
+        return Refuse(conn,
+                      absl::FailedPreconditionError(absl::StrFormat(
+                          "%s answered as rank %d: do the hosts files differ between peers?", peer,
+                          hello->rank)),
+                      "rank mismatch");
+      }
+      if (hello->rank < 0 || hello->rank >= node.num_hosts() || hello->rank == node.self_rank()) {
+        return Refuse(conn,
+                      absl::InvalidArgumentError(absl::StrFormat(
+                          "%s claims rank %d, but the hosts file has ranks 0..%d and this peer "
+                          "is rank %d",
+                          peer, hello->rank, node.num_hosts() - 1, node.self_rank())),
+                      "bad rank");
+      }
+      peer_rank = hello->rank;
+      if (!dialer) channel = hello->channel;
+      peer_hello = std::move(payload);
+      Proof proof = ComputeProof(opt.secret, dialer, dialer ? my_hello : peer_hello,
+                                 dialer ? peer_hello : my_hello);
+      state = State::kProof;
+      (void)conn->SendOwned(FrameType::kProof, std::vector<uint8_t>(proof.begin(), proof.end()));
+      return;
+    }
+    if (state == State::kProof) {
+      Proof expected = ComputeProof(opt.secret, !dialer, dialer ? my_hello : peer_hello,
+                                    dialer ? peer_hello : my_hello);
+      if (!ProofEquals(payload, expected)) {
+        return Refuse(conn,
+                      absl::PermissionDeniedError(
+                          absl::StrFormat("%s failed to prove the shared secret: --secret-file / "
+                                          "RINGTRAIN_SECRET differ between the peers",
+                                          node.PeerName(peer_rank))),
+                      "authentication failed: the shared secrets differ");
+      }
+      authenticated = true;
+      state = State::kFingerprint;
+      (void)conn->SendOwned(FrameType::kFingerprint, EncodeFingerprint(opt.fingerprint));
+      return;
+    }
+    absl::StatusOr<Fingerprint> fp = DecodeFingerprint(payload, node.PeerName(peer_rank));
+    if (!fp.ok()) return Refuse(conn, fp.status(), "malformed fingerprint");
+    absl::Status same = CompareFingerprints(opt.fingerprint, *fp, node.PeerName(peer_rank));
+    if (!same.ok()) return Refuse(conn, same, "cluster fingerprint differs");
+    conn->Establish(peer_rank, node.PeerName(peer_rank));
+    Finish(absl::OkStatus(), conn);
+  }
+
+  void Refuse(const std::shared_ptr<TcpConnection>& conn, const absl::Status& why,
+              const std::string& reason_for_peer) {
+    if (state == State::kDone) return;
+    conn->SendErrorAndClose(reason_for_peer);
+    Finish(why, nullptr);
+  }
+
+  void Finish(const absl::Status& st, const std::shared_ptr<TcpConnection>& conn) {
+    if (state == State::kDone) return;
+    state = State::kDone;
+    asio::error_code ignored;
+    timer.cancel();
+    Done d = std::move(done);
+    d(st, st.ok() ? conn : nullptr, peer_rank, channel, authenticated);
+  }
+
+  const TcpNode& node;
+  std::weak_ptr<TcpConnection> weak_conn;
+  bool dialer;
+  int expected_rank;
+  uint64_t channel;
+  asio::steady_timer timer;
+  Done done;
+  State state = State::kHello;
+  std::vector<uint8_t> my_hello, peer_hello;
+  int peer_rank = -1;
+  bool authenticated = false;
+};
+
+// ---------------------------------------------------------------- Impl
+
+struct TcpNode::Impl {
+  explicit Impl(int threads) {
+    for (int i = 0; i < threads; ++i) {
+      contexts.push_back(std::make_unique<asio::io_context>(1));
+      guards.emplace_back(asio::make_work_guard(*contexts.back()));
+    }
+    acceptor = std::make_unique<tcp::acceptor>(*contexts.front());
+  }
+  asio::io_context& dial_context() { return *contexts.front(); }
+  asio::io_context& accept_context() { return *contexts.back(); }
+
+  // Declared first: destroyed last, after everything holding sockets.
+  std::vector<std::unique_ptr<asio::io_context>> contexts;
+  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> guards;
+  std::vector<std::thread> threads;
+  std::unique_ptr<tcp::acceptor> acceptor;
+
+  std::mutex mu;
+  std::map<std::pair<int, uint64_t>, std::shared_ptr<PendingLink>> waiting;    // AcceptFrom
+  std::map<std::pair<int, uint64_t>, std::shared_ptr<TcpConnection>> arrived;  // not yet claimed
+  std::map<int, std::string> refusals;  // rank -> why its last attempt was refused
+};
+
+// One outgoing connection attempt sequence, retried with backoff until the deadline.
+struct Dial : std::enable_shared_from_this<Dial> {
+  Dial(TcpNode* n, int r, uint64_t ch, absl::Time dl, std::shared_ptr<PendingLink> p)
+      : node(n),
+        rank(r),
+        channel(ch),
+        deadline(dl),
+        pending(std::move(p)),
+        timer(node->impl_->dial_context()) {}
+
+  void Attempt() {
+    if (pending->done()) return;
+    if (absl::Now() >= deadline) {
+      pending->Fulfil(absl::DeadlineExceededError(absl::StrFormat(
+          "%s did not accept a connection within the wait (%d attempt(s); last problem: %s)",
+          node->PeerName(rank), attempts, last_problem.empty() ? "none" : last_problem)));
+      return;
+    }
+    ++attempts;
+    const HostEntry& host = node->options().hosts[rank];
+    asio::error_code ec;
+    tcp::endpoint ep(asio::ip::make_address(host.address, ec), host.port);
+    if (ec) {
+      pending->Fulfil(absl::InvalidArgumentError("bad address " + host.address));
+      return;
+    }
+    socket = std::make_unique<tcp::socket>(node->impl_->dial_context());
+    socket->open(ep.protocol(), ec);
+    if (ec) return Retry("socket: " + ec.message());
+    ConfigureSocket(*socket, node->options().socket_buffer_bytes);
+    auto self = shared_from_this();
+    timer.expires_after(
+        std::min<std::chrono::nanoseconds>(std::chrono::seconds(3), Until(deadline)));
+    timer.async_wait([self](const asio::error_code& e) {
+      if (!e && self->socket) {
+        asio::error_code ignored;
+        self->socket->close(ignored);
+      }
+    });
+    socket->async_connect(ep, [self](const asio::error_code& e) {
+      self->timer.cancel();
+      if (e) return self->Retry("connect: " + e.message());
+      self->Connected();
+    });
+  }
+
+  void Connected() {
+    auto conn = std::make_shared<TcpConnection>(std::move(*socket), node->PeerName(rank),
+                                                node->options().link);
+    socket.reset();
+    auto self = shared_from_this();
+    auto hs = std::make_shared<Handshake>(
+        *node, conn, /*is_dialer=*/true, rank, channel,
+        [self](const absl::Status& st, const std::shared_ptr<TcpConnection>& c, int, uint64_t,
+               bool) {
+          if (st.ok()) {
+            if (!self->pending->Fulfil(c)) c->Close();
+            return;
+          }
+          if (IsFatal(st)) {
+            LogError("%s", std::string(st.message()));
+            self->pending->Fulfil(st);
+            return;
+          }
+          self->Retry(std::string(st.message()));
+        });
+    hs->Start(conn);
+  }
+
+  void Retry(const std::string& problem) {
+    last_problem = problem;
+    pending->Note(problem);
+    auto self = shared_from_this();
+    timer.expires_after(
+        std::min<std::chrono::nanoseconds>(absl::ToChronoNanoseconds(backoff), Until(deadline)));
+    backoff = std::min(backoff * 2, absl::Seconds(1));
+    timer.async_wait([self](const asio::error_code& e) {
+      if (!e) self->Attempt();
+    });
+  }
+
+  // Raw: the node stops and joins its io threads before it is destroyed, so no
+  // handler of a dial can run after that (pending ones are destroyed unrun).
+  TcpNode* node;
+  int rank;
+  uint64_t channel;
+  absl::Time deadline;
+  std::shared_ptr<PendingLink> pending;
+  asio::steady_timer timer;
+  std::unique_ptr<tcp::socket> socket;
+  absl::Duration backoff = absl::Milliseconds(50);
+  int attempts = 0;
+  std::string last_problem;
+};
+
+TcpNode::TcpNode(TcpNodeOptions options)
+    : options_(std::move(options)),
+      impl_(std::make_unique<Impl>(std::max(1, options_.io_threads))) {}
+
+TcpNode::~TcpNode() {
+  for (auto& g : impl_->guards) g.reset();
+  for (auto& c : impl_->contexts) c->stop();
+  for (auto& t : impl_->threads) t.join();
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->arrived.clear();
+    impl_->waiting.clear();
+  }
+  impl_->acceptor.reset();
+}
+
+std::string TcpNode::PeerName(int rank) const {
+  if (rank < 0 || rank >= num_hosts()) return absl::StrFormat("rank %d", rank);
+  return absl::StrFormat("rank %d (%s)", rank, options_.hosts[rank].Endpoint());
+}
+
+absl::StatusOr<std::shared_ptr<TcpNode>> TcpNode::Start(TcpNodeOptions options) {
+  if (options.self_rank < 0 || options.self_rank >= static_cast<int>(options.hosts.size())) {
+    return absl::InvalidArgumentError(absl::StrFormat("self rank %d is not in the hosts list of %d",
+                                                      options.self_rank, options.hosts.size()));
+  }
+  if (options.secret.empty() && !AllLoopback(options.hosts)) {
+    return absl::FailedPreconditionError(
+        "a shared secret is required unless every host is loopback (--secret-file or "
+        "RINGTRAIN_SECRET)");
+  }
+  std::shared_ptr<TcpNode> node(new TcpNode(std::move(options)));
+  absl::Status st = node->Listen();
+  if (!st.ok()) return st;
+  for (auto& ctx : node->impl_->contexts) {
+    asio::io_context* c = ctx.get();
+    node->impl_->threads.emplace_back([c] { c->run(); });
+  }
+  return node;
+}
+
+absl::Status TcpNode::Listen() {
+  const HostEntry& self = options_.hosts[options_.self_rank];
+  asio::error_code ec;
+  asio::ip::address address = asio::ip::make_address(self.address, ec);
+  if (ec) return absl::InvalidArgumentError("bad address " + self.address);
+  // Behind NAT the hosts-file address may not be local: listen on all interfaces
+  // then. Loopback rings bind their exact address so several can share a machine.
+  bool exact = self.is_loopback;
+  if (!exact)
+    address = self.is_ipv6 ? asio::ip::address(asio::ip::address_v6::any())
+                           : asio::ip::address(asio::ip::address_v4::any());
+  tcp::endpoint ep(address, self.port);
+  tcp::acceptor& acc = *impl_->acceptor;
+  acc.open(ep.protocol(), ec);
+  if (!ec) acc.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec && ep.protocol() == tcp::v6() && !exact) acc.set_option(asio::ip::v6_only(false), ec);
+  if (!ec && options_.socket_buffer_bytes > 0) {
+    // Set before listen() so accepted sockets inherit it (and a matching window scale).
+    acc.set_option(asio::socket_base::receive_buffer_size(options_.socket_buffer_bytes), ec);
+    acc.set_option(asio::socket_base::send_buffer_size(options_.socket_buffer_bytes), ec);
+  }
+  if (!ec) acc.bind(ep, ec);
+  if (ec == asio::error::address_in_use) {
+    return absl::UnavailableError(absl::StrFormat(
+        "cannot listen on %s (rank %d, hosts file line %d): port %d is already in use — is "
+        "another ringtrain or another program using it? Stop it or pick another port",
+        self.Endpoint(), options_.self_rank, self.line, self.port));
+  }
+  if (!ec) acc.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return absl::UnavailableError(absl::StrFormat(
+        "cannot listen on %s (rank %d): %s", self.Endpoint(), options_.self_rank, ec.message()));
+  }
+  listen_port_ = acc.local_endpoint().port();
+  AcceptNext();
+  return absl::OkStatus();
+}
+
+void TcpNode::AcceptNext() {
+  impl_->acceptor->async_accept(impl_->accept_context(),
+                                [this](const asio::error_code& ec, tcp::socket socket) {
+                                  if (ec == asio::error::operation_aborted) return;
+                                  if (!ec) OnIncoming(std::move(socket));
+                                  AcceptNext();
+                                });
+}
+
+void TcpNode::OnIncoming(tcp::socket socket) {
+  asio::error_code ec;
+  tcp::endpoint remote = socket.remote_endpoint(ec);
+  const std::string from = ec ? std::string("unknown address") : EndpointString(remote);
+  ConfigureSocket(socket, options_.socket_buffer_bytes);
+  auto conn =
+      std::make_shared<TcpConnection>(std::move(socket), "connection from " + from, options_.link);
+  // Runs on the accepted socket's io thread: post there.
+  asio::post(impl_->accept_context(), [this, conn, from] {
+    auto hs = std::make_shared<Handshake>(
+        *this, conn, /*is_dialer=*/false, -1, 0,
+        [this, from](const absl::Status& st, const std::shared_ptr<TcpConnection>& c, int rank,
+                     uint64_t channel, bool authenticated) {
+          OnHandshakeDone(st, c, rank, channel, authenticated, from);
+        });
+    hs->Start(conn);
+  });
+}
+
+void TcpNode::OnHandshakeDone(const absl::Status& st, const std::shared_ptr<TcpConnection>& conn,
+                              int rank, uint64_t channel, bool authenticated,
+                              const std::string& from) {
+  auto key = std::make_pair(rank, channel);
+  std::shared_ptr<PendingLink> pending;
+  std::shared_ptr<TcpConnection> replaced;
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto it = impl_->waiting.find(key);
+  if (it != impl_->waiting.end()) pending = it->second;
+  if (!st.ok()) {
+    LogWarning("refused connection from %s: %s", from, std::string(st.message()));
+    if (rank >= 0) {
+      impl_->refusals[rank] = std::string(st.message());
+      if (pending) {
+        pending->Note("refused an attempt: " + std::string(st.message()));
+        // A peer that proved the secret but runs another configuration will not change
+        // its mind: fail now instead of at the deadline.
+        if (authenticated && IsFatal(st)) {
+          pending->Fulfil(st);
+          impl_->waiting.erase(it);
+        }
+      }
+    }
+    return;
+  }
+  if (pending) {
+    impl_->waiting.erase(it);
+    if (pending->Fulfil(conn)) return;
+  }
+  auto old = impl_->arrived.find(key);
+  if (old != impl_->arrived.end()) old->second->Close();  // the peer reconnected
+  impl_->arrived[key] = conn;
+}
+
+std::shared_ptr<PendingLink> TcpNode::ConnectTo(int rank, uint64_t channel, absl::Time deadline) {
+  auto pending = std::make_shared<PendingLink>();
+  pending->node_ = weak_from_this();
+  pending->peer_rank_ = rank;
+  pending->what_ = "connecting to " + PeerName(rank);
+  if (rank < 0 || rank >= num_hosts() || rank == self_rank()) {
+    pending->Fulfil(absl::InvalidArgumentError(absl::StrFormat("cannot connect to rank %d", rank)));
+    return pending;
+  }
+  auto dial = std::make_shared<Dial>(this, rank, channel, deadline, pending);
+  asio::post(impl_->dial_context(), [dial] { dial->Attempt(); });
+  return pending;
+}
+
+std::shared_ptr<PendingLink> TcpNode::AcceptFrom(int rank, uint64_t channel, absl::Time deadline) {
+  auto pending = std::make_shared<PendingLink>();
+  pending->node_ = weak_from_this();
+  pending->peer_rank_ = rank;
+  pending->what_ = "waiting for " + PeerName(rank) + " to connect";
+  if (rank < 0 || rank >= num_hosts() || rank == self_rank()) {
+    pending->Fulfil(
+        absl::InvalidArgumentError(absl::StrFormat("cannot accept from rank %d", rank)));
+    return pending;
+  }
+  auto key = std::make_pair(rank, channel);
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    auto it = impl_->arrived.find(key);
+    if (it != impl_->arrived.end()) {
+      pending->Fulfil(it->second);
+      impl_->arrived.erase(it);
+      return pending;
+    }
+    auto old = impl_->waiting.find(key);
+    if (old != impl_->waiting.end()) old->second->Cancel();
+    impl_->waiting[key] = pending;
+  }
+  auto timer = std::make_shared<asio::steady_timer>(impl_->dial_context(), Until(deadline));
+  std::weak_ptr<PendingLink> weak = pending;
+  timer->async_wait([this, timer, weak, key, rank](const asio::error_code& ec) {
+    auto p = weak.lock();
+    if (ec || !p) return;
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    std::string why;
+    auto r = impl_->refusals.find(rank);
+    if (r != impl_->refusals.end()) why = "; its last attempt was refused: " + r->second;
+    if (p->Fulfil(absl::DeadlineExceededError(
+            absl::StrFormat("%s never connected within the wait%s", PeerName(rank), why)))) {
+      auto it = impl_->waiting.find(key);
+      if (it != impl_->waiting.end() && it->second == p) impl_->waiting.erase(it);
+    }
+  });
+  return pending;
+}
+
+}  // namespace rt::net

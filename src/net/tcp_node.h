@@ -1,0 +1,129 @@
+// TcpNode: this peer's presence on the network — a listener, Asio I/O threads, and
+// authenticated links to any other peer of the hosts file.
+//
+// A node listens on its hosts-file port from Start() on. ConnectTo(rank, channel)
+// dials a peer (retrying with backoff until the deadline); AcceptFrom(rank, channel)
+// waits for a peer to dial us. Every connection runs the handshake (handshake.h)
+// before it is handed out, so a link always belongs to a peer that knows the secret
+// and runs the same configuration. `channel` tells links apart: a ring uses one
+// channel per formation, so rings in another order (issue 5) or after a membership
+// change (issue 6) never pick up a stale link; probes can use their own channels.
+// Strangers (garbage, wrong secret, timeouts) are logged and dropped; they never
+// disturb other links.
+//
+// Threads: `io_threads` Asio threads (dialed connections on the first, accepted ones
+// on the last, so a ring's send and receive streams run in parallel). Public methods
+// are thread-safe. Links keep their node alive; the node stops its threads when the
+// last owner releases it (never release it from an io thread).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "net/handshake.h"
+#include "net/hosts_file.h"
+#include "net/tcp_connection.h"
+
+namespace rt::net {
+
+struct TcpNodeOptions {
+  std::vector<HostEntry> hosts;  // rank order
+  int self_rank = -1;
+  std::string secret;                    // "" only when every host is loopback
+  std::string cluster_id = "ringtrain";  // hosts-file independent job name
+  Fingerprint fingerprint;               // must equal on every peer
+  LinkOptions link;
+  int io_threads = 2;
+  absl::Duration handshake_timeout = absl::Seconds(10);  // per connection
+  int socket_buffer_bytes = 4 << 20;                     // SO_SNDBUF/SO_RCVBUF; 0 = kernel default
+};
+
+class TcpNode;
+
+// An authenticated link to one peer (thread-safe; see TcpConnection for semantics).
+// Keeps its node alive; destroying it closes the connection.
+class Link {
+ public:
+  Link(std::shared_ptr<TcpNode> node, std::shared_ptr<TcpConnection> connection, int peer_rank)
+      : node_(std::move(node)), conn_(std::move(connection)), peer_rank_(peer_rank) {}
+  ~Link() { conn_->Close(); }
+  Link(const Link&) = delete;
+  Link& operator=(const Link&) = delete;
+
+  int peer_rank() const { return peer_rank_; }
+  std::string peer_name() const { return conn_->peer_name(); }
+  TcpConnection& connection() { return *conn_; }
+
+ private:
+  std::shared_ptr<TcpNode> node_;
+  std::shared_ptr<TcpConnection> conn_;
+  int peer_rank_;
+};
+
+// The eventual result of ConnectTo / AcceptFrom.
+class PendingLink {
+ public:
+  // Waits up to `timeout`; true once a result is ready.
+  bool Wait(absl::Duration timeout);
+  // The link or the error; only after Wait() returned true.
+  absl::StatusOr<std::unique_ptr<Link>> Take();
+  // What we are waiting for and the latest problem, for progress logs.
+  std::string Describe() const;
+  // Gives up; a link that arrives later is closed.
+  void Cancel();
+
+ private:
+  friend class TcpNode;
+  friend struct Dial;
+  bool Fulfil(absl::StatusOr<std::shared_ptr<TcpConnection>> result);  // false if already done
+  void Note(const std::string& note);
+  bool done() const;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  bool taken_ = false;
+  absl::StatusOr<std::shared_ptr<TcpConnection>> result_ = absl::UnknownError("pending");
+  std::string what_;
+  std::string note_;
+  std::weak_ptr<TcpNode> node_;  // weak: the node holds pending links too
+  int peer_rank_ = -1;
+};
+
+class TcpNode : public std::enable_shared_from_this<TcpNode> {
+ public:
+  // Binds and listens on the hosts-file port of self_rank. Errors: port in use, bad options.
+  static absl::StatusOr<std::shared_ptr<TcpNode>> Start(TcpNodeOptions options);
+  ~TcpNode();
+  TcpNode(const TcpNode&) = delete;
+  TcpNode& operator=(const TcpNode&) = delete;
+
+  std::shared_ptr<PendingLink> ConnectTo(int rank, uint64_t channel, absl::Time deadline);
+  std::shared_ptr<PendingLink> AcceptFrom(int rank, uint64_t channel, absl::Time deadline);
+
+  const TcpNodeOptions& options() const { return options_; }
+  int self_rank() const { return options_.self_rank; }
+  int num_hosts() const { return static_cast<int>(options_.hosts.size()); }
+  std::string PeerName(int rank) const;  // "rank 2 (10.0.0.3:29500)"
+  uint16_t listen_port() const { return listen_port_; }
+
+ private:
+  struct Impl;
+  explicit TcpNode(TcpNodeOptions options);
+  absl::Status Listen();
+  void AcceptNext();
+  void OnIncoming(asio::ip::tcp::socket socket);
+  void OnHandshakeDone(const absl::Status& st, const std::shared_ptr<TcpConnection>& conn, int rank,
+                       uint64_t channel, bool authenticated, const std::string& from);
+
+  TcpNodeOptions options_;
+  uint16_t listen_port_ = 0;
+  std::unique_ptr<Impl> impl_;
+  friend struct Dial;
+  friend struct Handshake;
+};
+
+}  // namespace rt::net

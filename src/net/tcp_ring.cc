@@ -1,0 +1,107 @@
+// TcpRing: ring formation over a TcpNode and the RingTransport methods.
+#include "net/tcp_ring.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "core/log.h"
+
+namespace rt::net {
+
+absl::StatusOr<std::unique_ptr<TcpRing>> TcpRing::Create(const TcpRingOptions& options) {
+  absl::StatusOr<std::shared_ptr<TcpNode>> node = TcpNode::Start(options.node);
+  if (!node.ok()) return node.status();
+  std::vector<int> order = options.order;
+  if (order.empty()) {
+    for (int r = 0; r < (*node)->num_hosts(); ++r) order.push_back(r);
+  }
+  return Form(*std::move(node), std::move(order), options.channel, options.wait, options.log_every);
+}
+
+absl::StatusOr<std::unique_ptr<TcpRing>> TcpRing::Form(std::shared_ptr<TcpNode> node,
+                                                       std::vector<int> order, uint64_t channel,
+                                                       absl::Duration wait,
+                                                       absl::Duration log_every) {
+  std::vector<int> sorted = order;
+  std::sort(sorted.begin(), sorted.end());
+  bool valid = !sorted.empty() &&
+               std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end() &&
+               sorted.front() >= 0 && sorted.back() < node->num_hosts();
+  auto self = std::find(order.begin(), order.end(), node->self_rank());
+  if (!valid || self == order.end()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "ring order [%s] must list distinct hosts-file ranks (0..%d) including this peer (%d)",
+        absl::StrJoin(order, ","), node->num_hosts() - 1, node->self_rank()));
+  }
+  const int position = static_cast<int>(self - order.begin());
+  const int n = static_cast<int>(order.size());
+  std::unique_ptr<TcpRing> ring(new TcpRing(node, order, position));
+  if (n == 1) return ring;
+
+  const int next = order[(position + 1) % n];
+  const int prev = order[(position + n - 1) % n];
+  const absl::Time deadline = absl::Now() + wait;
+  std::shared_ptr<PendingLink> out = node->ConnectTo(next, channel, deadline);
+  std::shared_ptr<PendingLink> in = node->AcceptFrom(prev, channel, deadline);
+  LogInfo(
+      "forming ring of %d in order [%s]: this peer is rank %d at position %d, sends to %s, "
+      "receives from %s",
+      n, absl::StrJoin(order, ","), node->self_rank(), position, node->PeerName(next),
+      node->PeerName(prev));
+  absl::Time next_log = absl::Now() + log_every;
+  std::shared_ptr<PendingLink> pending[2] = {out, in};
+  std::unique_ptr<Link>* slot[2] = {&ring->next_, &ring->prev_};
+  while (!ring->next_ || !ring->prev_) {
+    bool waited = false;
+    for (int i = 0; i < 2; ++i) {
+      if (*slot[i]) continue;
+      bool done = pending[i]->Wait(waited ? absl::ZeroDuration() : absl::Milliseconds(100));
+      waited = true;
+      if (!done) continue;
+      auto link = pending[i]->Take();
+      if (!link.ok()) {
+        // The first failure ends the formation: the other link alone is of no use.
+        pending[1 - i]->Cancel();
+        return link.status();
+      }
+      *slot[i] = *std::move(link);
+    }
+    if (absl::Now() >= next_log && (!ring->next_ || !ring->prev_)) {
+      std::vector<std::string> missing;
+      for (int i = 0; i < 2; ++i) {
+        if (!*slot[i]) missing.push_back(pending[i]->Describe());
+      }
+      LogInfo("still waiting for ring neighbours: %s", absl::StrJoin(missing, "; "));
+      next_log = absl::Now() + log_every;
+    }
+  }
+  LogInfo("ring formed: %s -> this peer -> %s", ring->prev_->peer_name(), ring->next_->peer_name());
+  return ring;
+}
+
+TcpRing::~TcpRing() = default;
+
+absl::Status TcpRing::SendToNext(absl::Span<const uint8_t> data) {
+  if (!next_) return absl::FailedPreconditionError("a ring of one peer has no successor");
+  return next_->connection().SendData(data, 0);
+}
+
+absl::Status TcpRing::WaitSendsDone(absl::Duration timeout) {
+  if (!next_) return absl::OkStatus();
+  return next_->connection().WaitSendsDone(timeout);
+}
+
+absl::Status TcpRing::RecvFromPrev(std::vector<uint8_t>* message, absl::Duration timeout) {
+  if (!prev_) return absl::FailedPreconditionError("a ring of one peer has no predecessor");
+  return prev_->connection().RecvData(message, timeout);
+}
+
+void TcpRing::SetEpoch(uint64_t epoch) {
+  if (next_) next_->connection().SetEpoch(epoch);
+  if (prev_) prev_->connection().SetEpoch(epoch);
+}
+
+uint64_t TcpRing::bytes_sent() const { return next_ ? next_->connection().bytes_sent() : 0; }
+
+}  // namespace rt::net
