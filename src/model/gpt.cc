@@ -1,0 +1,687 @@
+// Gpt: GPT-2 forward/backward over a flat parameter buffer (see gpt.h).
+//
+// Notation (llm.c): B batch, T sequence length, C channels, NH heads, hs = C/NH head
+// size, V vocabulary, L blocks, M = B*T rows. Weights are (out, in) row-major, so a
+// linear layer is out = inp @ W^T + b. Every *Backward accumulates into parameter
+// gradients (oneDNN sum post-op, or += in our kernels).
+#include "model/gpt.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "core/aligned_buffer.h"
+#include "core/bf16.h"
+#include "core/clock.h"
+#include "model/kernels.h"
+#include "model/matmul.h"
+
+namespace rt::model {
+namespace {
+
+// Layer kinds timed for `bench compute --profile`.
+enum Kind {
+  kEmbedding,
+  kLayerNorm,
+  kLinearFwd,
+  kLinearBwd,
+  kAttnMatmul,
+  kSoftmax,
+  kGelu,
+  kResidual,
+  kLmHead,
+  kCrossEntropy,
+  kBiasGrad,
+  kBf16Convert,
+  kNumKinds
+};
+const char* const kKindNames[kNumKinds] = {"embedding",
+                                           "layernorm",
+                                           "linear fwd (qkv/proj/fc)",
+                                           "linear bwd (qkv/proj/fc)",
+                                           "attention matmuls",
+                                           "causal softmax",
+                                           "gelu",
+                                           "residual copies",
+                                           "lm head matmuls",
+                                           "softmax+xent",
+                                           "bias grads",
+                                           "bf16 conversion"};
+
+// splitmix64: a counter-based generator, so parameter init is parallel and reproducible.
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+// Standard normal number `i` of stream `seed` (Box-Muller on two hashed uniforms).
+float NormalAt(uint64_t seed, uint64_t i) {
+  const uint64_t a = SplitMix64(seed * 0x2545f4914f6cdd1dull + 2 * i);
+  const uint64_t b = SplitMix64(seed * 0x2545f4914f6cdd1dull + 2 * i + 1);
+  const double u1 = (static_cast<double>(a >> 11) + 1.0) * (1.0 / 9007199254740992.0);
+  const double u2 = static_cast<double>(b >> 11) * (1.0 / 9007199254740992.0);
+  return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+}
+
+}  // namespace
+
+// Activations of one block for up to max_batch sequences. fp32 runs fill the *_f
+// matmul inputs, bf16 runs the *_h ones (never both).
+struct BlockActs {
+  float* ln1_mean;  // (B,T)
+  float* ln1_rstd;  // (B,T)
+  float* ln1_f;     // (B,T,C)   fp32 only
+  bf16_t* ln1_h;    // (B,T,C)   bf16 only
+  float* qkv;       // (B,T,3C)
+  bf16_t* qkv_h;    // (B,T,3C)  bf16 only
+  float* att;       // (B,NH,T,T) softmax output
+  bf16_t* att_h;    // (B,NH,T,T) bf16 only
+  float* atty;      // (B,T,C)   attention output before projection
+  bf16_t* atty_h;   // (B,T,C)   bf16 only
+  float* res2;      // (B,T,C)   residual after attention
+  float* ln2_mean;  // (B,T)
+  float* ln2_rstd;  // (B,T)
+  float* ln2_f;     // (B,T,C)   fp32 only
+  bf16_t* ln2_h;    // (B,T,C)   bf16 only
+  float* fch;       // (B,T,4C)  fc output before GELU
+  float* gelu_f;    // (B,T,4C)  fp32 only
+  bf16_t* gelu_h;   // (B,T,4C)  bf16 only
+};
+
+class GptImpl {
+ public:
+  GptImpl(const GptConfig& c, const GptOptions& o);
+
+  double ForwardBackward(const float* params, const int32_t* tokens, const int32_t* targets, int B,
+                         float grad_scale, float* grads,
+                         const std::function<void(size_t)>& grad_ready);
+  double Loss(const float* params, const int32_t* tokens, const int32_t* targets, int B);
+  void LastLogits(const float* params, const int32_t* tokens, int B, int T, float* logits);
+
+  GptConfig cfg;
+  ParamLayout layout;
+  GptOptions opt;
+  size_t activation_bytes = 0;
+  bool profiling = false;
+  double kind_ms[kNumKinds] = {};
+
+ private:
+  // Bump allocation of all activation/scratch arrays from two aligned buffers.
+  struct Plan {
+    std::vector<std::pair<float**, size_t>> f;
+    std::vector<std::pair<bf16_t**, size_t>> h;
+  };
+  void Allocate(Plan& plan);
+
+  // A timed region for the profile.
+  class Timed {
+   public:
+    Timed(GptImpl* g, Kind k) : g_(g), k_(k), start_ns_(NowNs()) {}
+    ~Timed() { g_->kind_ms[k_] += static_cast<double>(NowNs() - start_ns_) * 1e-6; }
+
+   private:
+    GptImpl* g_;
+    Kind k_;
+    int64_t start_ns_;
+  };
+
+  // Matmul-operand helpers: a `void*` is fp32 or bf16 according to mt_.
+  const void* Mm(const float* f, const bf16_t* h) const {
+    return bf16_ ? static_cast<const void*>(h) : static_cast<const void*>(f);
+  }
+  const void* Offset(const void* p, int64_t elems) const {
+    return static_cast<const char*>(p) + elems * (bf16_ ? 2 : 4);
+  }
+  // Parameter `off` (absolute float offset) as a matmul operand.
+  const void* W(size_t off) const { return Mm(params_ + off, params_h_.data() + off); }
+
+  // out (M,N) = inp (M,K) @ w (N,K)^T (+ b) (+ out if accumulate).
+  void LinearForward(float* out, const void* inp, const void* w, const float* b, int64_t M,
+                     int64_t K, int64_t N, bool accumulate);
+  // dinp (M,K) = dout (M,N) @ w (N,K).
+  void LinearBackwardInput(float* dinp, const void* dout, const void* w, int64_t M, int64_t K,
+                           int64_t N);
+  // dw (N,K) += dout (M,N)^T @ inp (M,K).
+  void LinearBackwardWeight(float* dw, const void* dout, const void* inp, int64_t M, int64_t K,
+                            int64_t N);
+
+  void PrepareParams(const float* params);
+  void Embed(const int32_t* tokens, int B, int T);
+  // Block l on x_in (B,T,C); writes acts and, unless x_out is null, x_out (B,T,C).
+  void BlockForward(int l, int B, int T, const float* x_in, float* x_out, BlockActs& a);
+  // dres (B,T,C): in dL/dx_out, out dL/dx_in. Accumulates into grads of block l.
+  void BlockBackward(int l, int B, int T, const float* x_in, BlockActs& a, float* dres,
+                     float* grads);
+  // Final layer norm of x (rows, C) into lnf_{f,h} rows [0, rows).
+  void FinalLayerNorm(const float* x, int64_t rows);
+  // LM head + cross-entropy over M rows of lnf output; if grads, backward too:
+  // dlnf (M,C) = dL/d(lnf out) and d wte accumulated.
+  double LmHeadLoss(const int32_t* targets, int64_t M, float grad_scale, float* grads);
+  // Runs the blocks forward over resid_[0]; stores activations per block if `store`.
+  void ForwardBlocks(int B, int T, bool store);
+
+  BlockActs& ActsFor(int l, bool store) { return acts_[store && !opt.recompute ? l : 0]; }
+
+  bool bf16_;
+  MatType mt_;
+  int64_t C_, V_, Tmax_, NH_, hs_, L_, Mmax_, lm_rows_;
+  const float* params_ = nullptr;
+  AlignedBuffer<bf16_t> params_h_;  // bf16 copy of the weights (bf16 runs)
+  AlignedBuffer<float> f32_;
+  AlignedBuffer<bf16_t> h_;
+  MatmulEngine mm_;
+
+  std::vector<BlockActs> acts_;
+  std::vector<float*> resid_;     // L+1 arrays (B,T,C): block inputs; resid_[L] = final
+  float *lnf_mean_, *lnf_rstd_;   // (B,T)
+  float* lnf_f_;                  // (B,T,C)
+  bf16_t* lnf_h_;                 // (B,T,C)
+  float* logits_;                 // (lm_rows, V)
+  bf16_t* logits_h_;              // (lm_rows, V)
+  float* dres_;                   // (B,T,C)
+  bf16_t* dres_h_;                // (B,T,C)
+  float* dsmall_;                 // (B,T,C)
+  bf16_t* dsmall_h_;              // (B,T,C)
+  float* dbig_;                   // (B,T,4C)
+  bf16_t* dbig_h_;                // (B,T,4C)
+  float* dqkv_;                   // (B,T,3C)
+  bf16_t* dqkv_h_;                // (B,T,3C)
+  float* datt_;                   // (B,NH,T,T)
+  bf16_t* datt_h_;                // (B,NH,T,T)
+  std::vector<float> last_rows_;  // (B,C) for LastLogits
+};
+
+GptImpl::GptImpl(const GptConfig& c, const GptOptions& o)
+    : cfg(c), layout(c), opt(o), bf16_(o.precision == Precision::kBf16) {
+  mt_ = bf16_ ? MatType::kBf16 : MatType::kF32;
+  C_ = c.dim;
+  V_ = c.vocab_size;
+  Tmax_ = c.seq_len;
+  NH_ = c.n_heads;
+  hs_ = C_ / NH_;
+  L_ = c.n_layers;
+  Mmax_ = static_cast<int64_t>(o.max_batch) * Tmax_;
+  // LM-head rows per chunk: logits of at most 16M floats (64 MB) exist at a time.
+  lm_rows_ = std::clamp<int64_t>((int64_t{16} << 20) / V_, 1, Mmax_);
+
+  const size_t M = static_cast<size_t>(Mmax_), C = static_cast<size_t>(C_);
+  const size_t A = static_cast<size_t>(o.max_batch) * NH_ * Tmax_ * Tmax_;
+  const size_t fp = bf16_ ? 0 : 1, hp = bf16_ ? 1 : 0;  // which matmul-input copies exist
+  Plan plan;
+  acts_.resize(o.recompute ? 1 : L_);
+  for (BlockActs& a : acts_) {
+    plan.f.insert(plan.f.end(), {{&a.ln1_mean, M},
+                                 {&a.ln1_rstd, M},
+                                 {&a.ln1_f, fp * M * C},
+                                 {&a.qkv, 3 * M * C},
+                                 {&a.att, A},
+                                 {&a.atty, M * C},
+                                 {&a.res2, M * C},
+                                 {&a.ln2_mean, M},
+                                 {&a.ln2_rstd, M},
+                                 {&a.ln2_f, fp * M * C},
+                                 {&a.fch, 4 * M * C},
+                                 {&a.gelu_f, fp * 4 * M * C}});
+    plan.h.insert(plan.h.end(), {{&a.ln1_h, hp * M * C},
+                                 {&a.qkv_h, hp * 3 * M * C},
+                                 {&a.att_h, hp * A},
+                                 {&a.atty_h, hp * M * C},
+                                 {&a.ln2_h, hp * M * C},
+                                 {&a.gelu_h, hp * 4 * M * C}});
+  }
+  resid_.resize(L_ + 1);
+  for (float*& r : resid_) plan.f.push_back({&r, M * C});
+  const size_t R = static_cast<size_t>(lm_rows_) * V_;
+  plan.f.insert(plan.f.end(), {{&lnf_mean_, M},
+                               {&lnf_rstd_, M},
+                               {&lnf_f_, fp * M * C},
+                               {&logits_, R},
+                               {&dres_, M * C},
+                               {&dsmall_, M * C},
+                               {&dbig_, 4 * M * C},
+                               {&dqkv_, 3 * M * C},
+                               {&datt_, A}});
+  plan.h.insert(plan.h.end(), {{&lnf_h_, hp * M * C},
+                               {&logits_h_, hp * R},
+                               {&dres_h_, hp * M * C},
+                               {&dsmall_h_, hp * M * C},
+                               {&dbig_h_, hp * 4 * M * C},
+                               {&dqkv_h_, hp * 3 * M * C},
+                               {&datt_h_, hp * A}});
+  Allocate(plan);
+  if (bf16_) params_h_.Resize(layout.total_floats());
+}
+
+void GptImpl::Allocate(Plan& plan) {
+  auto round = [](size_t n) { return (n + 31) / 32 * 32; };  // 64-byte aligned starts
+  size_t nf = 0, nh = 0;
+  for (auto& [p, n] : plan.f) nf += round(n);
+  for (auto& [p, n] : plan.h) nh += round(n);
+  f32_.Resize(nf);
+  h_.Resize(nh);
+  size_t at = 0;
+  for (auto& [p, n] : plan.f) {
+    *p = n == 0 ? nullptr : f32_.data() + at;
+    at += round(n);
+  }
+  at = 0;
+  for (auto& [p, n] : plan.h) {
+    *p = n == 0 ? nullptr : h_.data() + at;
+    at += round(n);
+  }
+  activation_bytes = f32_.bytes() + h_.bytes();
+}
+
+// ---- linear layers (oneDNN) -----------------------------------------------------------
+
+void GptImpl::LinearForward(float* out, const void* inp, const void* w, const float* b, int64_t M,
+                            int64_t K, int64_t N, bool accumulate) {
+  mm_.Run(mt_, RowMajor(M, K, K), inp, Transposed(K, N, K), w, RowMajor(M, N, N), out, b,
+          accumulate);
+}
+
+void GptImpl::LinearBackwardInput(float* dinp, const void* dout, const void* w, int64_t M,
+                                  int64_t K, int64_t N) {
+  mm_.Run(mt_, RowMajor(M, N, N), dout, RowMajor(N, K, K), w, RowMajor(M, K, K), dinp, nullptr,
+          false);
+}
+
+void GptImpl::LinearBackwardWeight(float* dw, const void* dout, const void* inp, int64_t M,
+                                   int64_t K, int64_t N) {
+  // dout^T read through strides (no transpose copy); sum post-op accumulates into dw.
+  mm_.Run(mt_, Transposed(N, M, N), dout, RowMajor(M, K, K), inp, RowMajor(N, K, K), dw, nullptr,
+          true);
+}
+
+// ---- model pieces ------------------------------------------------------------------------
+
+void GptImpl::PrepareParams(const float* params) {
+  params_ = params;
+  if (bf16_) {
+    Timed t(this, kBf16Convert);
+    ToBf16(params_h_.data(), params, static_cast<int64_t>(layout.total_floats()));
+  }
+}
+
+void GptImpl::Embed(const int32_t* tokens, int B, int T) {
+  Timed t(this, kEmbedding);
+  EmbeddingForward(resid_[0], tokens, params_ + layout.wte(), params_ + layout.wpe(), B, T, C_);
+}
+
+void GptImpl::BlockForward(int l, int B, int T, const float* x_in, float* x_out, BlockActs& a) {
+  const int64_t M = static_cast<int64_t>(B) * T, C = C_, NH = NH_, hs = hs_;
+  const size_t base = layout.block_begin(l);
+  const BlockOffsets& o = layout.block();
+  const float* p = params_ + base;
+  {
+    Timed t(this, kLayerNorm);
+    LayerNormForward(a.ln1_f, a.ln1_h, a.ln1_mean, a.ln1_rstd, x_in, p + o.ln1_w, p + o.ln1_b, M,
+                     C);
+  }
+  {
+    Timed t(this, kLinearFwd);  // qkv (M,3C) = ln1 (M,C) @ qkv_w (3C,C)^T + qkv_b
+    LinearForward(a.qkv, Mm(a.ln1_f, a.ln1_h), W(base + o.qkv_w), p + o.qkv_b, M, C, 3 * C, false);
+  }
+  if (bf16_) {
+    Timed t(this, kBf16Convert);
+    ToBf16(a.qkv_h, a.qkv, 3 * M * C);
+  }
+  // Heads are read in place from qkv (B,T,3C): head h of Q is columns [h*hs, (h+1)*hs).
+  const MatOperand q_view{{B, NH, T, hs}, {T * 3 * C, hs, 3 * C, 1}};
+  const MatOperand kt_view{{B, NH, hs, T}, {T * 3 * C, hs, 1, 3 * C}};
+  const MatOperand att_view{{B, NH, T, T}, {NH * T * T, T * T, T, 1}};
+  const MatOperand y_view{{B, NH, T, hs}, {T * C, hs, C, 1}};
+  const void* qkv_mm = Mm(a.qkv, a.qkv_h);
+  {
+    Timed t(this, kAttnMatmul);  // scores (B,NH,T,T) = Q @ K^T
+    mm_.Run(mt_, q_view, qkv_mm, kt_view, Offset(qkv_mm, C), att_view, a.att, nullptr, false);
+  }
+  {
+    Timed t(this, kSoftmax);
+    CausalSoftmaxForward(a.att, a.att_h, static_cast<int64_t>(B) * NH, T,
+                         1.0f / std::sqrt(static_cast<float>(hs)));
+  }
+  {
+    Timed t(this, kAttnMatmul);  // y (B,T,NH,hs) = att @ V, written straight into (B,T,C)
+    mm_.Run(mt_, att_view, Mm(a.att, a.att_h), q_view, Offset(qkv_mm, 2 * C), y_view, a.atty,
+            nullptr, false);
+  }
+  if (bf16_) {
+    Timed t(this, kBf16Convert);
+    ToBf16(a.atty_h, a.atty, M * C);
+  }
+  {
+    Timed t(this, kResidual);
+    CopyFloats(a.res2, x_in, M * C);
+  }
+  {
+    Timed t(this, kLinearFwd);  // res2 = x_in + atty @ attproj_w^T + attproj_b (sum post-op)
+    LinearForward(a.res2, Mm(a.atty, a.atty_h), W(base + o.attproj_w), p + o.attproj_b, M, C, C,
+                  true);
+  }
+  {
+    Timed t(this, kLayerNorm);
+    LayerNormForward(a.ln2_f, a.ln2_h, a.ln2_mean, a.ln2_rstd, a.res2, p + o.ln2_w, p + o.ln2_b, M,
+                     C);
+  }
+  {
+    Timed t(this, kLinearFwd);  // fch (M,4C) = ln2 @ fc_w (4C,C)^T + fc_b
+    LinearForward(a.fch, Mm(a.ln2_f, a.ln2_h), W(base + o.fc_w), p + o.fc_b, M, C, 4 * C, false);
+  }
+  {
+    Timed t(this, kGelu);
+    GeluForward(a.gelu_f, a.gelu_h, a.fch, 4 * M * C);
+  }
+  if (x_out == nullptr) return;  // recompute in backward needs no block output
+  {
+    Timed t(this, kResidual);
+    CopyFloats(x_out, a.res2, M * C);
+  }
+  {
+    Timed t(this, kLinearFwd);  // x_out = res2 + gelu (M,4C) @ fcproj_w (C,4C)^T + fcproj_b
+    LinearForward(x_out, Mm(a.gelu_f, a.gelu_h), W(base + o.fcproj_w), p + o.fcproj_b, M, 4 * C, C,
+                  true);
+  }
+}
+
+void GptImpl::BlockBackward(int l, int B, int T, const float* x_in, BlockActs& a, float* dres,
+                            float* grads) {
+  const int64_t M = static_cast<int64_t>(B) * T, C = C_, NH = NH_, hs = hs_;
+  const size_t base = layout.block_begin(l);
+  const BlockOffsets& o = layout.block();
+  const float* p = params_ + base;
+  float* g = grads + base;
+  auto to_bf16 = [&](bf16_t* dst, const float* src, int64_t n) {
+    if (!bf16_) return;
+    Timed t(this, kBf16Convert);
+    ToBf16(dst, src, n);
+  };
+
+  // MLP: x_out = res2 + fcproj(gelu(fc(ln2(res2)))). dres = dL/dx_out = dL/d(fcproj out).
+  to_bf16(dres_h_, dres, M * C);
+  const void* dres_mm = Mm(dres, dres_h_);
+  {
+    Timed t(this, kLinearBwd);  // dgelu (M,4C) = dres (M,C) @ fcproj_w (C,4C)
+    LinearBackwardInput(dbig_, dres_mm, W(base + o.fcproj_w), M, 4 * C, C);
+    LinearBackwardWeight(g + o.fcproj_w, dres_mm, Mm(a.gelu_f, a.gelu_h), M, 4 * C, C);
+  }
+  {
+    Timed t(this, kBiasGrad);
+    BiasBackward(g + o.fcproj_b, dres, M, C);
+  }
+  {
+    Timed t(this, kGelu);  // dbig: dL/d(gelu out) -> dL/d(fch)
+    GeluBackward(dbig_, a.fch, 4 * M * C);
+  }
+  to_bf16(dbig_h_, dbig_, 4 * M * C);
+  const void* dfch_mm = Mm(dbig_, dbig_h_);
+  {
+    Timed t(this, kLinearBwd);  // dln2 (M,C) = dfch (M,4C) @ fc_w (4C,C)
+    LinearBackwardInput(dsmall_, dfch_mm, W(base + o.fc_w), M, C, 4 * C);
+    LinearBackwardWeight(g + o.fc_w, dfch_mm, Mm(a.ln2_f, a.ln2_h), M, C, 4 * C);
+  }
+  {
+    Timed t(this, kBiasGrad);
+    BiasBackward(g + o.fc_b, dbig_, M, 4 * C);
+  }
+  {
+    Timed t(this, kLayerNorm);  // dres += dL/dres2 through ln2 (residual path already in dres)
+    LayerNormBackward(dres, g + o.ln2_w, g + o.ln2_b, dsmall_, a.res2, p + o.ln2_w, a.ln2_mean,
+                      a.ln2_rstd, M, C);
+  }
+
+  // Attention: res2 = x_in + attproj(attn(ln1(x_in))). dres = dL/dres2 now.
+  to_bf16(dres_h_, dres, M * C);
+  {
+    Timed t(this, kLinearBwd);  // datty (M,C) = dres @ attproj_w (C,C)
+    LinearBackwardInput(dsmall_, dres_mm, W(base + o.attproj_w), M, C, C);
+    LinearBackwardWeight(g + o.attproj_w, dres_mm, Mm(a.atty, a.atty_h), M, C, C);
+  }
+  {
+    Timed t(this, kBiasGrad);
+    BiasBackward(g + o.attproj_b, dres, M, C);
+  }
+  to_bf16(dsmall_h_, dsmall_, M * C);
+  const MatOperand head_view{{B, NH, T, hs}, {T * 3 * C, hs, 3 * C, 1}};    // Q, K or V
+  const MatOperand head_t_view{{B, NH, hs, T}, {T * 3 * C, hs, 1, 3 * C}};  // K^T or V^T
+  const MatOperand y_view{{B, NH, T, hs}, {T * C, hs, C, 1}};               // datty heads
+  const MatOperand att_view{{B, NH, T, T}, {NH * T * T, T * T, T, 1}};
+  const MatOperand att_t_view{{B, NH, T, T}, {NH * T * T, T * T, 1, T}};
+  const void* qkv_mm = Mm(a.qkv, a.qkv_h);
+  const void* dy_mm = Mm(dsmall_, dsmall_h_);
+  {
+    Timed t(this, kAttnMatmul);
+    // datt (B,NH,T,T) = dy @ V^T ; dV = att^T @ dy (into the V columns of dqkv).
+    mm_.Run(mt_, y_view, dy_mm, head_t_view, Offset(qkv_mm, 2 * C), att_view, datt_, nullptr,
+            false);
+    mm_.Run(mt_, att_t_view, Mm(a.att, a.att_h), y_view, dy_mm, head_view, dqkv_ + 2 * C, nullptr,
+            false);
+  }
+  {
+    Timed t(this, kSoftmax);  // datt -> dscores (B,NH,T,T)
+    CausalSoftmaxBackward(datt_, bf16_ ? datt_h_ : nullptr, a.att, static_cast<int64_t>(B) * NH, T,
+                          1.0f / std::sqrt(static_cast<float>(hs)));
+  }
+  {
+    Timed t(this, kAttnMatmul);
+    const void* ds_mm = Mm(datt_, datt_h_);
+    // dQ = dscores @ K ; dK = dscores^T @ Q (into the Q and K columns of dqkv).
+    mm_.Run(mt_, att_view, ds_mm, head_view, Offset(qkv_mm, C), head_view, dqkv_, nullptr, false);
+    mm_.Run(mt_, att_t_view, ds_mm, head_view, qkv_mm, head_view, dqkv_ + C, nullptr, false);
+  }
+  to_bf16(dqkv_h_, dqkv_, 3 * M * C);
+  const void* dqkv_mm = Mm(dqkv_, dqkv_h_);
+  {
+    Timed t(this, kLinearBwd);  // dln1 (M,C) = dqkv (M,3C) @ qkv_w (3C,C)
+    LinearBackwardInput(dsmall_, dqkv_mm, W(base + o.qkv_w), M, C, 3 * C);
+    LinearBackwardWeight(g + o.qkv_w, dqkv_mm, Mm(a.ln1_f, a.ln1_h), M, C, 3 * C);
+  }
+  {
+    Timed t(this, kBiasGrad);
+    BiasBackward(g + o.qkv_b, dqkv_, M, 3 * C);
+  }
+  {
+    Timed t(this, kLayerNorm);  // dres += through ln1: dres becomes dL/dx_in
+    LayerNormBackward(dres, g + o.ln1_w, g + o.ln1_b, dsmall_, x_in, p + o.ln1_w, a.ln1_mean,
+                      a.ln1_rstd, M, C);
+  }
+}
+
+void GptImpl::FinalLayerNorm(const float* x, int64_t rows) {
+  Timed t(this, kLayerNorm);
+  LayerNormForward(lnf_f_, lnf_h_, lnf_mean_, lnf_rstd_, x, params_ + layout.lnf_w(),
+                   params_ + layout.lnf_b(), rows, C_);
+}
+
+double GptImpl::LmHeadLoss(const int32_t* targets, int64_t M, float grad_scale, float* grads) {
+  const void* lnf_mm = Mm(lnf_f_, lnf_h_);
+  const void* wte_mm = W(layout.wte());
+  double loss = 0.0;
+  for (int64_t r0 = 0; r0 < M; r0 += lm_rows_) {
+    const int64_t rows = std::min(lm_rows_, M - r0);
+    const void* x_mm = Offset(lnf_mm, r0 * C_);
+    {
+      Timed t(this, kLmHead);  // logits (rows,V) = lnf (rows,C) @ wte (V,C)^T
+      LinearForward(logits_, x_mm, wte_mm, nullptr, rows, C_, V_, false);
+    }
+    {
+      Timed t(this, kCrossEntropy);  // logits -> grad_scale * (softmax - onehot) in place
+      loss += SoftmaxCrossEntropy(logits_, grads != nullptr && bf16_ ? logits_h_ : nullptr,
+                                  targets + r0, rows, V_, grads != nullptr, grad_scale);
+    }
+    if (grads == nullptr) continue;
+    Timed t(this, kLmHead);
+    const void* dlogits_mm = Mm(logits_, logits_h_);
+    // dlnf rows (rows,C) = dlogits @ wte ; dwte (V,C) += dlogits^T @ lnf rows.
+    LinearBackwardInput(dsmall_ + r0 * C_, dlogits_mm, wte_mm, rows, C_, V_);
+    LinearBackwardWeight(grads + layout.wte(), dlogits_mm, x_mm, rows, C_, V_);
+  }
+  return loss;
+}
+
+void GptImpl::ForwardBlocks(int B, int T, bool store) {
+  for (int l = 0; l < L_; ++l) BlockForward(l, B, T, resid_[l], resid_[l + 1], ActsFor(l, store));
+}
+
+double GptImpl::ForwardBackward(const float* params, const int32_t* tokens, const int32_t* targets,
+                                int B, float grad_scale, float* grads,
+                                const std::function<void(size_t)>& grad_ready) {
+  const int T = static_cast<int>(Tmax_);
+  const int64_t M = static_cast<int64_t>(B) * T;
+  PrepareParams(params);
+  Embed(tokens, B, T);
+  ForwardBlocks(B, T, /*store=*/true);
+  FinalLayerNorm(resid_[L_], M);
+  const double loss = LmHeadLoss(targets, M, grad_scale, grads);  // dsmall_ = dL/d(lnf out)
+
+  {
+    Timed t(this, kLayerNorm);  // dres = dL/d resid_[L] through the final layer norm
+    std::fill(dres_, dres_ + M * C_, 0.0f);
+    LayerNormBackward(dres_, grads + layout.lnf_w(), grads + layout.lnf_b(), dsmall_, resid_[L_],
+                      params_ + layout.lnf_w(), lnf_mean_, lnf_rstd_, M, C_);
+  }
+  if (grad_ready) grad_ready(layout.block_begin(L_));
+  for (int l = L_ - 1; l >= 0; --l) {
+    if (opt.recompute) BlockForward(l, B, T, resid_[l], nullptr, acts_[0]);
+    BlockBackward(l, B, T, resid_[l], ActsFor(l, true), dres_, grads);
+    if (grad_ready) grad_ready(layout.block_begin(l));
+  }
+  {
+    Timed t(this, kEmbedding);
+    EmbeddingBackward(grads + layout.wte(), grads + layout.wpe(), dres_, tokens, B, T, C_);
+  }
+  if (grad_ready) grad_ready(0);
+  return loss;
+}
+
+double GptImpl::Loss(const float* params, const int32_t* tokens, const int32_t* targets, int B) {
+  const int T = static_cast<int>(Tmax_);
+  PrepareParams(params);
+  Embed(tokens, B, T);
+  ForwardBlocks(B, T, /*store=*/false);
+  FinalLayerNorm(resid_[L_], static_cast<int64_t>(B) * T);
+  return LmHeadLoss(targets, static_cast<int64_t>(B) * T, 0.0f, nullptr);
+}
+
+void GptImpl::LastLogits(const float* params, const int32_t* tokens, int B, int T, float* logits) {
+  PrepareParams(params);
+  Embed(tokens, B, T);
+  ForwardBlocks(B, T, /*store=*/false);
+  last_rows_.resize(static_cast<size_t>(B) * C_);
+  for (int b = 0; b < B; ++b) {
+    const float* row = resid_[L_] + (static_cast<int64_t>(b) * T + T - 1) * C_;
+    std::copy(row, row + C_, last_rows_.data() + static_cast<int64_t>(b) * C_);
+  }
+  FinalLayerNorm(last_rows_.data(), B);
+  Timed t(this, kLmHead);
+  LinearForward(logits, Mm(lnf_f_, lnf_h_), W(layout.wte()), nullptr, B, C_, V_, false);
+}
+
+// ---- Gpt ----------------------------------------------------------------------------------
+
+Gpt::Gpt(std::unique_ptr<GptImpl> impl) : impl_(std::move(impl)) {}
+Gpt::~Gpt() = default;
+
+absl::StatusOr<std::unique_ptr<Gpt>> Gpt::Create(const GptConfig& config,
+                                                 const GptOptions& options) {
+  if (absl::Status s = config.Validate(); !s.ok()) return s;
+  if (options.max_batch < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_batch must be at least 1, got ", options.max_batch));
+  }
+  return std::unique_ptr<Gpt>(new Gpt(std::make_unique<GptImpl>(config, options)));
+}
+
+const GptConfig& Gpt::config() const { return impl_->cfg; }
+const ParamLayout& Gpt::layout() const { return impl_->layout; }
+const GptOptions& Gpt::options() const { return impl_->opt; }
+size_t Gpt::ActivationBytes() const { return impl_->activation_bytes; }
+
+void Gpt::InitParams(absl::Span<float> params, uint64_t seed) const {
+  const int L = impl_->cfg.n_layers;
+  const float resid_std = 0.02f / std::sqrt(2.0f * static_cast<float>(L));
+  std::fill(params.begin(), params.end(), 0.0f);
+  for (const TensorView& t : impl_->layout.tensors()) {
+    const bool is_ln_gain =
+        absl::EndsWith(t.name, "ln1_w") || absl::EndsWith(t.name, "ln2_w") || t.name == "lnf_w";
+    const bool is_bias = !is_ln_gain && t.shape.size() == 1;
+    float* p = params.data() + t.offset;
+    const int64_t n = static_cast<int64_t>(t.count);
+    if (is_ln_gain) {
+      std::fill(p, p + n, 1.0f);
+    } else if (!is_bias) {
+      const bool resid = absl::EndsWith(t.name, "attproj_w") || absl::EndsWith(t.name, "fcproj_w");
+      const float stddev = resid ? resid_std : 0.02f;
+      // Stream per tensor offset: same seed => same values whatever the thread count.
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < n; ++i) p[i] = stddev * NormalAt(seed + t.offset, i);
+    }
+  }
+}
+
+namespace {
+bool TokensInRange(const int32_t* ids, int64_t n, int vocab) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab) return false;
+  }
+  return true;
+}
+}  // namespace
+
+double Gpt::ForwardBackward(absl::Span<const float> params, const int32_t* tokens,
+                            const int32_t* targets, int B, float grad_scale,
+                            absl::Span<float> grads,
+                            const std::function<void(size_t)>& grad_ready) {
+  const GptConfig& c = impl_->cfg;
+  const int64_t n = static_cast<int64_t>(B) * c.seq_len;
+  // Precondition violations give NaN and leave grads untouched (no crash, no corruption).
+  if (B < 1 || B > impl_->opt.max_batch || params.size() != impl_->layout.total_floats() ||
+      grads.size() != impl_->layout.total_floats() || !TokensInRange(tokens, n, c.vocab_size) ||
+      !TokensInRange(targets, n, c.vocab_size)) {
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+  return impl_->ForwardBackward(params.data(), tokens, targets, B, grad_scale, grads.data(),
+                                grad_ready);
+}
+
+double Gpt::Loss(absl::Span<const float> params, const int32_t* tokens, const int32_t* targets,
+                 int B) {
+  const GptConfig& c = impl_->cfg;
+  const int64_t n = static_cast<int64_t>(B) * c.seq_len;
+  if (B < 1 || B > impl_->opt.max_batch || params.size() != impl_->layout.total_floats() ||
+      !TokensInRange(tokens, n, c.vocab_size) || !TokensInRange(targets, n, c.vocab_size)) {
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+  return impl_->Loss(params.data(), tokens, targets, B);
+}
+
+void Gpt::LastLogits(absl::Span<const float> params, const int32_t* tokens, int B, int T,
+                     float* logits) {
+  const GptConfig& c = impl_->cfg;
+  if (B < 1 || B > impl_->opt.max_batch || T < 1 || T > c.seq_len ||
+      params.size() != impl_->layout.total_floats() ||
+      !TokensInRange(tokens, static_cast<int64_t>(B) * T, c.vocab_size)) {
+    std::fill(logits, logits + static_cast<int64_t>(std::max(B, 0)) * c.vocab_size,
+              std::numeric_limits<float>::quiet_NaN());
+    return;
+  }
+  impl_->LastLogits(params.data(), tokens, B, T, logits);
+}
+
+void Gpt::EnableProfile(bool on) { impl_->profiling = on; }
+
+LayerProfile Gpt::TakeProfile() {
+  LayerProfile p;
+  for (int k = 0; k < kNumKinds; ++k) {
+    p.ms.emplace_back(kKindNames[k], impl_->kind_ms[k]);
+    impl_->kind_ms[k] = 0.0;
+  }
+  return p;
+}
+
+}  // namespace rt::model

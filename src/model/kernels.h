@@ -1,0 +1,64 @@
+// Our own vectorised kernels for the parts of a GPT where oneDNN has nothing fast:
+// layer norm, tanh-GELU, causal masked softmax, fused softmax + cross-entropy,
+// embeddings, bias gradients, residual copies and bf16 conversion.
+//
+// Each forward has its backward beside it (STYLE: llm.c). Backward functions ACCUMULATE
+// (+=) into parameter gradients and into `dinp` where the comment says so. AVX-512
+// paths are chosen at run time (core/cpu_features.h); a portable path exists for all.
+// Loops are parallel with OpenMP over rows; parameter-gradient reductions are
+// parallel over columns with rows summed in order, so results do not depend on the
+// thread count.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/bf16.h"
+
+namespace rt::model {
+
+// out (N,C) = LN(inp (N,C)) * w + b; mean, rstd (N) saved for backward. out_f32 and
+// out_bf16 are optional (either may be null): bf16 runs need only the bf16 copy.
+void LayerNormForward(float* out_f32, bf16_t* out_bf16, float* mean, float* rstd, const float* inp,
+                      const float* w, const float* b, int64_t N, int64_t C);
+// dinp (N,C) += d/dinp; dw, db (C) += ; dout (N,C).
+void LayerNormBackward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
+                       const float* w, const float* mean, const float* rstd, int64_t N, int64_t C);
+
+// out = gelu_tanh(inp), n elements; out_f32 / out_bf16 optional.
+void GeluForward(float* out_f32, bf16_t* out_bf16, const float* inp, int64_t n);
+// dinout: in = d/d(gelu out), out = d/d(gelu in) (in place); inp is the GELU input.
+void GeluBackward(float* dinout, const float* inp, int64_t n);
+
+// att (BH,T,T): rows of raw scores become softmax(scale * scores) over columns j <= t,
+// zero for j > t (causal mask), in place. att_bf16 (optional) gets a bf16 copy.
+// Rows t >= T_valid are not touched (T_valid == T normally).
+void CausalSoftmaxForward(float* att, bf16_t* att_bf16, int64_t BH, int64_t T, float scale);
+// datt (BH,T,T): in = dL/d(att), out = dL/d(scores) (in place); att is the softmax output.
+// dscores_bf16 (optional) gets a bf16 copy.
+void CausalSoftmaxBackward(float* datt, bf16_t* dscores_bf16, const float* att, int64_t BH,
+                           int64_t T, float scale);
+
+// Fused softmax + cross-entropy over logits (R,V). Returns sum over rows of
+// -log softmax(logits)[target]. If backward, logits are replaced in place by
+// grad_scale * (softmax - onehot(target)) and dlogits_bf16 (optional) gets a bf16 copy.
+double SoftmaxCrossEntropy(float* logits, bf16_t* dlogits_bf16, const int32_t* targets, int64_t R,
+                           int64_t V, bool backward, float grad_scale);
+// The same loss, forward only, for a reference: logsumexp(row) - row[target].
+double CrossEntropyRowForTest(const float* row, int64_t V, int32_t target);
+
+// x (B,T,C) = wte[tokens[b,t]] + wpe[t]; tokens (B,T) are assumed in range.
+void EmbeddingForward(float* x, const int32_t* tokens, const float* wte, const float* wpe,
+                      int64_t B, int64_t T, int64_t C);
+// dwte[tokens[b,t]] += dx[b,t]; dwpe[t] += sum_b dx[b,t]. Parallel over channels.
+void EmbeddingBackward(float* dwte, float* dwpe, const float* dx, const int32_t* tokens, int64_t B,
+                       int64_t T, int64_t C);
+
+// db (N) += sum over rows of dout (M,N).
+void BiasBackward(float* db, const float* dout, int64_t M, int64_t N);
+
+// Parallel bulk helpers.
+void CopyFloats(float* dst, const float* src, int64_t n);
+void ToBf16(bf16_t* dst, const float* src, int64_t n);
+
+}  // namespace rt::model
