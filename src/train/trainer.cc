@@ -73,13 +73,16 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
                                                          config.data_dir, shape.seq_len));
   }
   t->sampler_ = std::move(*sampler);
+  const bool val_fits = t->val_data_->num_tokens() >= static_cast<uint64_t>(shape.seq_len) + 1;
   if (config.eval_every > 0) {
-    if (t->val_data_->num_tokens() < static_cast<uint64_t>(shape.seq_len) + 1) {
+    if (!val_fits) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "the val split of %s has %u tokens, fewer than one window of --seq-len + 1 = %d; "
           "use --eval-every 0 or prepare with a larger --val-fraction",
           config.data_dir, t->val_data_->num_tokens(), shape.seq_len + 1));
     }
+  }
+  if (val_fits) {
     t->eval_starts_ = data::EvenlySpacedWindows(t->val_data_->num_tokens(), shape.seq_len,
                                                 config.eval_batches * config.batch);
   }

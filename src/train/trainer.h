@@ -52,6 +52,8 @@ class Trainer {
 
   int64_t step() const { return step_; }  // optimizer steps completed
   absl::Span<const float> params() const { return params_.span(); }
+  // The gradient of the last step (summed over peers, before clipping).
+  absl::Span<const float> grads() const { return grads_.span(); }
   const model::GptConfig& model_config() const { return gpt_->config(); }
   int slots() const { return sampler_->slots(); }
   bool resumed() const { return resumed_; }

@@ -1,0 +1,34 @@
+// Autoregressive sampling from a trained GPT: temperature, top-k, a seeded RNG.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "model/gpt.h"
+
+namespace rt::train {
+
+struct SampleOptions {
+  int max_new_tokens = 200;
+  float temperature = 0.8f;  // 0 = greedy (argmax)
+  int top_k = 50;            // keep the k most likely tokens (0 = all)
+  uint64_t seed = 1337;
+  int stop_id = -1;  // stop after sampling this id (end of text); -1 = never
+};
+
+// Picks one id from `logits` (vocab floats): softmax(logits / temperature) restricted
+// to the top_k largest, drawn with *rng_state (advanced). Ties keep the lower id.
+int SampleFromLogits(absl::Span<const float> logits, float temperature, int top_k,
+                     uint64_t* rng_state);
+
+// Extends `prompt` (ids, may be empty: generation then starts from `start_id`) by up
+// to max_new_tokens ids. The model sees the last seq_len ids at each step (a sliding
+// window). Returns only the new ids; on_token (optional) sees each as it is drawn.
+std::vector<int32_t> Generate(model::Gpt& gpt, absl::Span<const float> params,
+                              std::vector<int32_t> prompt, int start_id,
+                              const SampleOptions& options,
+                              const std::function<void(int32_t)>& on_token = {});
+
+}  // namespace rt::train
