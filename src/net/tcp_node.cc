@@ -308,9 +308,11 @@ struct Dial : std::enable_shared_from_this<Dial> {
   void Attempt() {
     if (pending->done()) return;
     if (absl::Now() >= deadline) {
+      std::string refused = node->RefusalFor(rank);
       pending->Fulfil(absl::DeadlineExceededError(absl::StrFormat(
-          "%s did not accept a connection within the wait (%d attempt(s); last problem: %s)",
-          node->PeerName(rank), attempts, last_problem.empty() ? "none" : last_problem)));
+          "%s did not accept a connection within the wait (%d attempt(s); last problem: %s)%s",
+          node->PeerName(rank), attempts, last_problem.empty() ? "none" : last_problem,
+          refused.empty() ? "" : "; its own connection to us was refused: " + refused)));
       return;
     }
     ++attempts;
@@ -404,6 +406,12 @@ TcpNode::~TcpNode() {
     impl_->waiting.clear();
   }
   impl_->acceptor.reset();
+}
+
+std::string TcpNode::RefusalFor(int rank) const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto it = impl_->refusals.find(rank);
+  return it == impl_->refusals.end() ? "" : it->second;
 }
 
 std::string TcpNode::PeerName(int rank) const {
@@ -507,14 +515,16 @@ void TcpNode::OnHandshakeDone(const absl::Status& st, const std::shared_ptr<TcpC
   auto it = impl_->waiting.find(key);
   if (it != impl_->waiting.end()) pending = it->second;
   if (!st.ok()) {
-    LogWarning("refused connection from %s: %s", from, std::string(st.message()));
+    LogWarning("refused connection from %s%s: %s", from, authenticated ? "" : " (unauthenticated)",
+               std::string(st.message()));
     if (rank >= 0) {
       impl_->refusals[rank] = std::string(st.message());
       if (pending) {
         pending->Note("refused an attempt: " + std::string(st.message()));
-        // A peer that proved the secret but runs another configuration will not change
-        // its mind: fail now instead of at the deadline.
-        if (authenticated && IsFatal(st)) {
+        // A peer with another secret or configuration will not change its mind: fail
+        // now instead of at the deadline. (Garbage and timeouts are not fatal: a
+        // stranger cannot stop a ring from forming by sending junk.)
+        if (IsFatal(st)) {
           pending->Fulfil(st);
           impl_->waiting.erase(it);
         }

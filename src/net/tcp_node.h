@@ -109,6 +109,8 @@ class TcpNode : public std::enable_shared_from_this<TcpNode> {
   int num_hosts() const { return static_cast<int>(options_.hosts.size()); }
   std::string PeerName(int rank) const;  // "rank 2 (10.0.0.3:29500)"
   uint16_t listen_port() const { return listen_port_; }
+  // Why the last incoming connection claiming `rank` was refused ("" if none was).
+  std::string RefusalFor(int rank) const;
 
  private:
   struct Impl;

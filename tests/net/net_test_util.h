@@ -1,0 +1,85 @@
+// Helpers for net tests: free loopback ports, loopback host lists, rings formed in threads.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "net/tcp_ring.h"
+
+namespace rt::net::testing {
+
+// `n` distinct ports that were free a moment ago (bound to port 0, then released).
+inline std::vector<uint16_t> FreePorts(int n) {
+  std::vector<int> fds;
+  std::vector<uint16_t> ports;
+  for (int i = 0; i < n; ++i) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = 0;
+    bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+    socklen_t len = sizeof(a);
+    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    ports.push_back(ntohs(a.sin_port));
+    fds.push_back(fd);
+  }
+  for (int fd : fds) close(fd);
+  return ports;
+}
+
+inline std::vector<HostEntry> LoopbackHosts(int n) {
+  std::vector<HostEntry> hosts;
+  for (uint16_t port : FreePorts(n)) {
+    HostEntry e;
+    e.host = e.address = "127.0.0.1";
+    e.port = port;
+    e.is_loopback = true;
+    e.line = static_cast<int>(hosts.size()) + 1;
+    hosts.push_back(e);
+  }
+  return hosts;
+}
+
+inline TcpRingOptions RingOptions(const std::vector<HostEntry>& hosts, int rank,
+                                  absl::Duration wait = absl::Seconds(20)) {
+  TcpRingOptions o;
+  o.node.hosts = hosts;
+  o.node.self_rank = rank;
+  o.node.secret = "test-secret-0123456789";
+  o.node.fingerprint = {{"model", "layers=2 dim=8"}, {"data", "abc"}};
+  o.node.handshake_timeout = absl::Seconds(5);
+  o.wait = wait;
+  o.log_every = absl::Seconds(1);
+  return o;
+}
+
+inline std::vector<absl::StatusOr<std::unique_ptr<TcpRing>>> EmptyResults(size_t n) {
+  std::vector<absl::StatusOr<std::unique_ptr<TcpRing>>> v;
+  for (size_t i = 0; i < n; ++i) v.emplace_back(absl::UnknownError("not run"));
+  return v;
+}
+
+// Creates one ring per option set, each in its own thread (as separate processes would).
+inline std::vector<absl::StatusOr<std::unique_ptr<TcpRing>>> FormRings(
+    const std::vector<TcpRingOptions>& options) {
+  auto rings = EmptyResults(options.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < options.size(); ++i) {
+    threads.emplace_back([&, i] { rings[i] = TcpRing::Create(options[i]); });
+  }
+  for (auto& t : threads) t.join();
+  return rings;
+}
+
+inline std::string StatusText(const absl::Status& s) { return std::string(s.message()); }
+
+}  // namespace rt::net::testing
