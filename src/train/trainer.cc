@@ -58,12 +58,6 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
         absl::StrFormat("vocab %d was asked for, but the data %s has vocab %d",
                         config.model.vocab_size, config.data_dir, shape.vocab_size));
   }
-  model::GptOptions options;
-  options.precision = config.precision;
-  options.recompute = config.recompute;
-  options.max_batch = config.batch;
-  ASSIGN_OR_RETURN(t->gpt_, model::Gpt::Create(shape, options));
-
   // Data order: `slots` sequences per optimizer step over all peers.
   const int slots = config.batch * config.accum * t->reducer_->peers();
   absl::StatusOr<data::BatchSampler> sampler =
@@ -86,6 +80,13 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
     t->eval_starts_ = data::EvenlySpacedWindows(t->val_data_->num_tokens(), shape.seq_len,
                                                 config.eval_batches * config.batch);
   }
+  // The model last: its activation memory is only allocated for a run that can start.
+  model::GptOptions options;
+  options.precision = config.precision;
+  options.recompute = config.recompute;
+  options.max_batch = config.batch;
+  ASSIGN_OR_RETURN(t->gpt_, model::Gpt::Create(shape, options));
+
   if (!t->train_data_->tokenizer_path().empty()) {
     ASSIGN_OR_RETURN(t->tokenizer_model_, ReadWholeFile(t->train_data_->tokenizer_path()));
   }
