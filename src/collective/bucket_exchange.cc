@@ -1,0 +1,80 @@
+// Per-bucket codec dispatch with error feedback.
+#include "collective/bucket_exchange.h"
+
+#include "absl/strings/str_format.h"
+#include "collective/sparse_allreduce.h"
+#include "collective/sparse_codec.h"
+#include "core/clock.h"
+#include "core/status_macros.h"
+
+namespace rt::collective {
+
+BucketExchange::BucketExchange(size_t length, std::vector<IndexRange> dense_ranges)
+    : length_(length), dense_ranges_(std::move(dense_ranges)) {
+  size_t dense = 0;
+  for (const IndexRange& r : dense_ranges_) dense += r.end - r.begin;
+  sparse_count_ = length_ - dense;
+}
+
+void BucketExchange::FoldResidualInto(absl::Span<float> grads) {
+  if (residual_.size() == 0) return;
+  for (size_t i = 0; i < length_; ++i) grads[i] += residual_[i];
+  residual_.Zero();
+}
+
+absl::Status BucketExchange::RunDense(net::RingTransport* ring, absl::Span<float> grads,
+                                      const AllreduceOptions& options, ExchangeStats* stats) {
+  FoldResidualInto(grads);
+  Stopwatch watch;
+  AllreduceOptions fp32 = options;
+  fp32.wire = WireFormat::kFp32;
+  RingAllreduce op(ring, grads, fp32);
+  RETURN_IF_ERROR(op.run());
+  stats->bytes_sent += op.bytes_sent();
+  stats->exchange_ms += watch.ElapsedMs();
+  stats->codec_used = "none";
+  return absl::OkStatus();
+}
+
+absl::Status BucketExchange::Run(net::RingTransport* ring, absl::Span<float> grads,
+                                 const CodecSpec& spec, int64_t step, int64_t topk_warmup_steps,
+                                 const AllreduceOptions& options, ExchangeStats* stats) {
+  if (grads.size() != length_) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "bucket exchange: got %d floats for a bucket of %d", grads.size(), length_));
+  }
+  const int n = ring->size();
+  if (spec.kind == CodecKind::kNone || n == 1) return RunDense(ring, grads, options, stats);
+  if (residual_.size() != length_) residual_.Resize(length_);
+
+  if (spec.kind == CodecKind::kBf16) {
+    Stopwatch watch;
+    for (size_t i = 0; i < length_; ++i) grads[i] += residual_[i];
+    AllreduceOptions bf16 = options;
+    bf16.wire = WireFormat::kBf16;
+    RingAllreduce op(ring, grads, bf16, residual_.span());
+    RETURN_IF_ERROR(op.run());
+    stats->bytes_sent += op.bytes_sent();
+    stats->exchange_ms += watch.ElapsedMs();
+    stats->codec_used = "bf16";
+    return absl::OkStatus();
+  }
+
+  const double density = TopKDensityAt(step, spec.density, topk_warmup_steps);
+  if (!SparsePays(n, density)) return RunDense(ring, grads, options, stats);
+  Stopwatch watch;
+  SelectTopKWithFeedback(grads, residual_.span(), TopKCount(sparse_count_, density), dense_ranges_,
+                         &selection_);
+  EncodeSparse(selection_, static_cast<uint32_t>(length_), spec.zstd_level, &encoded_);
+  stats->encode_ms += watch.ElapsedMs();
+  stats->entries_sent += selection_.indices.size();
+  watch.Restart();
+  RETURN_IF_ERROR(SparseAllgatherSum(ring, encoded_, grads, options.timeout, &stats->bytes_sent));
+  stats->exchange_ms += watch.ElapsedMs();
+  CodecSpec used = spec;
+  used.density = density;
+  stats->codec_used = used.ToString();
+  return absl::OkStatus();
+}
+
+}  // namespace rt::collective

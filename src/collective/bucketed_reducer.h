@@ -1,0 +1,108 @@
+// Overlaps gradient communication with backward compute (issue 4, item 5).
+//
+// The gradient span is cut into buckets of `bucket_bytes` from the END (the last
+// layers finish backward first): bucket 0 = the last bucket_floats floats, bucket 1
+// the ones before, ...; the lowest bucket may be shorter. The cut depends only on
+// (length, bucket_bytes), so every peer forms the same buckets.
+//
+// Per step: Start(grads, step) on the compute thread; then GradReady(o) whenever
+// grads[o, end) are final (o decreasing, as Gpt::ForwardBackward's grad_ready
+// reports); a communication thread owned by the reducer runs each bucket's exchange
+// (BucketExchange: codec + error feedback) as soon as the bucket is complete, in
+// order bucket 0, 1, ..., while compute continues; Finish() marks everything ready,
+// waits for the last bucket and reports only the time it actually waited.
+//
+// Contract: between Start and Finish the caller must not touch grads[o, end) after
+// reporting o, nor use the transport (the communication thread owns it). Outside a
+// step the caller may use the transport (e.g. small collectives) on its own thread.
+// After a failed step the reducer refuses further steps (the ring's state is
+// unknown); create a new one over a new transport.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "collective/bucket_exchange.h"
+#include "collective/codec_spec.h"
+#include "collective/ring_allreduce.h"
+#include "net/ring_transport.h"
+
+namespace rt::collective {
+
+struct BucketedReducerOptions {
+  size_t bucket_bytes = size_t{25} << 20;  // fp32 bytes per bucket (--bucket-mb)
+  AllreduceOptions allreduce;              // chunking and timeouts
+  int64_t topk_warmup_steps = 0;           // --topk-warmup
+  // [begin, end) float ranges of the whole span always sent dense under top-k
+  // (biases, LayerNorm); sorted and disjoint.
+  std::vector<IndexRange> dense_ranges;
+  CodecSpec codec;  // initial codec of every bucket
+};
+
+struct ReduceStepStats {
+  double comm_wait_ms = 0;             // time Finish() waited: communication not hidden by compute
+  uint64_t bytes_sent = 0;             // by this peer, all buckets
+  std::vector<ExchangeStats> buckets;  // per bucket, in bucket order
+};
+
+class BucketedReducer {
+ public:
+  struct Bucket {
+    size_t begin, end;  // [begin, end) floats of the gradient span
+  };
+
+  // `ring` must outlive the reducer. length: floats in the gradient span.
+  BucketedReducer(net::RingTransport* ring, size_t length, BucketedReducerOptions options);
+  ~BucketedReducer();  // stops the communication thread (after the current bucket)
+  BucketedReducer(const BucketedReducer&) = delete;
+  BucketedReducer& operator=(const BucketedReducer&) = delete;
+
+  const std::vector<Bucket>& buckets() const { return buckets_; }
+
+  // Codec of one bucket / all buckets from the next Start() on (between steps).
+  void SetCodec(size_t bucket, const CodecSpec& spec);
+  void SetCodecAll(const CodecSpec& spec);
+  const CodecSpec& codec(size_t bucket) const { return codecs_[bucket]; }
+
+  // Begins a step over `grads` (length floats; stays valid until Finish returns).
+  absl::Status Start(absl::Span<float> grads, int64_t step);
+  // grads[offset, length) are final. Thread-safe; cheap; offsets may repeat.
+  void GradReady(size_t offset);
+  // Everything is final: waits for all buckets. grads then holds the sum over peers.
+  absl::Status Finish(ReduceStepStats* stats);
+
+  // Error-feedback state of a bucket (for tests and reports).
+  absl::Span<const float> residual(size_t bucket) const { return exchanges_[bucket]->residual(); }
+
+ private:
+  void CommLoop();
+
+  net::RingTransport* ring_;
+  const size_t length_;
+  const BucketedReducerOptions options_;
+  std::vector<Bucket> buckets_;
+  std::vector<CodecSpec> codecs_;
+  std::vector<std::unique_ptr<BucketExchange>> exchanges_;
+
+  std::mutex mu_;
+  std::condition_variable wake_comm_;  // ready offset moved / step started / stop
+  std::condition_variable wake_finish_;
+  bool stop_ = false;
+  bool active_ = false;      // a step is running
+  bool broken_ = false;      // a step failed
+  size_t ready_offset_ = 0;  // grads[ready_offset_, length) are final
+  size_t next_bucket_ = 0;   // next bucket the comm thread will run
+  absl::Span<float> grads_;
+  int64_t step_ = 0;
+  absl::Status step_status_;
+  ReduceStepStats step_stats_;
+  std::thread comm_thread_;  // last: starts after everything above is initialised
+};
+
+}  // namespace rt::collective

@@ -1,0 +1,35 @@
+// Which gradient codec a bucket uses: parsing `--compress`, and the top-k density
+// warm-up schedule. A choice is per bucket, so `auto` can pick one per bucket.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace rt::collective {
+
+enum class CodecKind { kNone, kBf16, kTopK };
+
+struct CodecSpec {
+  CodecKind kind = CodecKind::kNone;
+  double density = 1.0;          // top-k only: fraction of entries sent, in (0, 1]
+  int zstd_level = 0;            // top-k only: zstd level for encoded messages (0 = off)
+  std::string ToString() const;  // "none", "bf16", "topk:0.01", "topk:0.01+zstd3"
+  bool operator==(const CodecSpec& o) const {
+    return kind == o.kind && density == o.density && zstd_level == o.zstd_level;
+  }
+};
+
+// "none" | "bf16" | "topk:DENSITY" (0 < DENSITY <= 1). "auto" is the caller's job
+// (it picks a spec per bucket) and is refused here with a message saying so.
+// zstd_level must be in [0, 19].
+absl::StatusOr<CodecSpec> ParseCodecSpec(absl::string_view text, int zstd_level = 0);
+
+// Top-k density at 0-based `step` with a warm-up of `warmup_steps`: geometric from
+// density^(1/(warmup+1)) at step 0 down to `density` from step `warmup_steps` on
+// (so each warm-up step lowers the density by the same factor, as in DGC).
+double TopKDensityAt(int64_t step, double density, int64_t warmup_steps);
+
+}  // namespace rt::collective

@@ -1,0 +1,172 @@
+// Top-k with error feedback: sampled threshold, one fused pass, exact k among candidates.
+#include "collective/topk_select.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace rt::collective {
+namespace {
+
+// The sparse part of [0, n): the complement of the dense ranges.
+std::vector<IndexRange> Complement(size_t n, const std::vector<IndexRange>& dense) {
+  std::vector<IndexRange> out;
+  size_t pos = 0;
+  for (const IndexRange& d : dense) {
+    if (d.begin > pos) out.push_back({pos, d.begin});
+    pos = std::max(pos, d.end);
+  }
+  if (pos < n) out.push_back({pos, n});
+  return out;
+}
+
+// The magnitude threshold expected to let about `want` of `count` sparse entries
+// through, from a sample of |grads + residual| at deterministic positions.
+float SampledThreshold(absl::Span<const float> grads, absl::Span<const float> residual,
+                       const std::vector<IndexRange>& sparse, size_t count, double want) {
+  const double fraction = want / static_cast<double>(count);
+  if (fraction >= 1) return 0.0f;
+  // Enough samples that ~400 land above the threshold, within bounds.
+  size_t samples = static_cast<size_t>(std::min(4e6, std::max(16384.0, 400.0 / fraction)));
+  samples = std::min(samples, count);
+  std::vector<float> mags;
+  mags.reserve(samples);
+  uint64_t state = 0x9E3779B97F4A7C15ull;  // fixed seed: deterministic
+  const double stride = static_cast<double>(count) / static_cast<double>(samples);
+  size_t range = 0, range_start = 0;  // position of sparse[range] in the sparse numbering
+  for (size_t s = 0; s < samples; ++s) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    const double jitter = static_cast<double>(state >> 11) * (1.0 / 9007199254740992.0);
+    size_t pos = std::min(count - 1, static_cast<size_t>((s + jitter) * stride));
+    while (pos >= range_start + sparse[range].end - sparse[range].begin) {
+      range_start += sparse[range].end - sparse[range].begin;
+      ++range;
+    }
+    const size_t i = sparse[range].begin + (pos - range_start);
+    mags.push_back(std::fabs(grads[i] + residual[i]));
+  }
+  size_t above = static_cast<size_t>(std::ceil(fraction * static_cast<double>(samples)));
+  above = std::clamp<size_t>(above, 1, samples);
+  std::nth_element(mags.begin(), mags.begin() + (above - 1), mags.end(), std::greater<float>());
+  return mags[above - 1];
+}
+
+// Appends to *cand every index in `r` with |v| >= threshold; if `fuse`, first
+// computes v = grads + residual into residual. Branch-free inner loop.
+void CollectCandidates(absl::Span<const float> grads, absl::Span<float> residual, IndexRange r,
+                       float threshold, bool fuse, std::vector<uint32_t>* cand, size_t* count) {
+  constexpr size_t kBlock = 4096;
+  float* res = residual.data();
+  const float* g = grads.data();
+  for (size_t b = r.begin; b < r.end; b += kBlock) {
+    const size_t e = std::min(r.end, b + kBlock);
+    if (cand->size() < *count + kBlock) cand->resize(std::max(cand->size() * 2, *count + kBlock));
+    uint32_t* out = cand->data();
+    size_t c = *count;
+    if (fuse) {
+      for (size_t i = b; i < e; ++i) {
+        const float v = g[i] + res[i];
+        res[i] = v;
+        out[c] = static_cast<uint32_t>(i);
+        c += std::fabs(v) >= threshold;
+      }
+    } else {
+      for (size_t i = b; i < e; ++i) {
+        out[c] = static_cast<uint32_t>(i);
+        c += std::fabs(res[i]) >= threshold;
+      }
+    }
+    *count = c;
+  }
+}
+
+}  // namespace
+
+size_t TopKCount(size_t sparse_count, double density) {
+  if (sparse_count == 0) return 0;
+  size_t k = static_cast<size_t>(std::llround(density * static_cast<double>(sparse_count)));
+  return std::clamp<size_t>(k, 1, sparse_count);
+}
+
+void SelectTopKWithFeedback(absl::Span<const float> grads, absl::Span<float> residual, size_t k,
+                            const std::vector<IndexRange>& dense_ranges, SparseVector* out) {
+  const size_t n = grads.size();
+  const std::vector<IndexRange> sparse = Complement(n, dense_ranges);
+  size_t sparse_count = 0;
+  for (const IndexRange& r : sparse) sparse_count += r.end - r.begin;
+  k = std::min(k, sparse_count);
+
+  // Dense ranges: v = g + r, all selected.
+  for (const IndexRange& d : dense_ranges) {
+    for (size_t i = d.begin; i < d.end; ++i) residual[i] += grads[i];
+  }
+
+  // Candidates: aim 20% above k so one pass almost always suffices; if the sample
+  // was unlucky, lower the threshold and pass again over the stored v.
+  std::vector<uint32_t> cand;
+  size_t count = 0;
+  if (k > 0) {
+    const double want = 1.2 * static_cast<double>(k) + 16;
+    float threshold = SampledThreshold(grads, residual, sparse, sparse_count, want);
+    for (const IndexRange& r : sparse) {
+      CollectCandidates(grads, residual, r, threshold, true, &cand, &count);
+    }
+    for (int retry = 1; count < k; ++retry) {
+      if (threshold == 0.0f) {  // only NaNs are left out: send fewer than k
+        k = count;
+        break;
+      }
+      threshold = retry >= 4 ? 0.0f : threshold * 0.5f;
+      count = 0;
+      for (const IndexRange& r : sparse) {
+        CollectCandidates(grads, residual, r, threshold, false, &cand, &count);
+      }
+    }
+  } else {
+    for (const IndexRange& r : sparse) {
+      for (size_t i = r.begin; i < r.end; ++i) residual[i] += grads[i];
+    }
+  }
+  cand.resize(count);
+
+  // Exactly k: the k-th largest magnitude among candidates, then keep candidates
+  // above it and, in index order, as many equal to it as needed.
+  if (count > k && k > 0) {
+    std::vector<float> mags(count);
+    for (size_t j = 0; j < count; ++j) mags[j] = std::fabs(residual[cand[j]]);
+    std::nth_element(mags.begin(), mags.begin() + (k - 1), mags.end(), std::greater<float>());
+    const float kth = mags[k - 1];
+    size_t above = 0;
+    for (size_t j = 0; j < count; ++j) above += std::fabs(residual[cand[j]]) > kth;
+    size_t ties_left = k - above, kept = 0;
+    for (size_t j = 0; j < count; ++j) {
+      const float m = std::fabs(residual[cand[j]]);
+      if (m > kth || (m == kth && ties_left > 0)) {
+        if (m == kth) --ties_left;
+        cand[kept++] = cand[j];
+      }
+    }
+    cand.resize(kept);
+  }
+
+  // Merge with the dense ranges (both in index order), emit bf16, update residual.
+  out->indices.clear();
+  out->values.clear();
+  size_t dense_count = 0;
+  for (const IndexRange& d : dense_ranges) dense_count += d.end - d.begin;
+  out->indices.reserve(cand.size() + dense_count);
+  out->values.reserve(cand.size() + dense_count);
+  auto emit = [&](uint32_t i) {
+    const bf16_t q = FloatToBf16(residual[i]);
+    out->indices.push_back(i);
+    out->values.push_back(q);
+    residual[i] -= Bf16ToFloat(q);  // exact: v - bf16(v) fits in fp32
+  };
+  size_t j = 0;
+  for (const IndexRange& d : dense_ranges) {
+    while (j < cand.size() && cand[j] < d.begin) emit(cand[j++]);
+    for (size_t i = d.begin; i < d.end; ++i) emit(static_cast<uint32_t>(i));
+  }
+  while (j < cand.size()) emit(cand[j++]);
+}
+
+}  // namespace rt::collective

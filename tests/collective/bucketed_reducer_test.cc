@@ -1,0 +1,144 @@
+// Bucketed reducer: deterministic buckets, equals one big allreduce while compute
+// reports gradients in reverse, codecs per bucket, failures end the step cleanly.
+#include "collective/bucketed_reducer.h"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "collective/ring_test_util.h"
+
+namespace rt::collective {
+namespace {
+
+using testing::RunOnRing;
+
+TEST_CASE("buckets are cut from the end, deterministically") {
+  auto ring = net::MakeInProcessRing(1);
+  BucketedReducerOptions options;
+  options.bucket_bytes = 16;  // 4 floats
+  BucketedReducer r(ring[0].get(), 10, options);
+  REQUIRE(r.buckets().size() == 3);
+  CHECK(r.buckets()[0].begin == 6);
+  CHECK(r.buckets()[0].end == 10);
+  CHECK(r.buckets()[1].begin == 2);
+  CHECK(r.buckets()[2].begin == 0);
+  CHECK(r.buckets()[2].end == 2);
+  BucketedReducer empty(ring[0].get(), 0, options);
+  CHECK(empty.buckets().empty());
+  REQUIRE(empty.Start({}, 0).ok());
+  ReduceStepStats stats;
+  CHECK(empty.Finish(&stats).ok());
+}
+
+TEST_CASE("bucketed reducer equals one big allreduce, with gradients arriving in reverse") {
+  const size_t len = 100003;
+  for (int n : {1, 2, 3}) {
+    std::vector<std::vector<float>> g(n, std::vector<float>(len)), want(n);
+    for (int p = 0; p < n; ++p)
+      for (size_t i = 0; i < len; ++i)
+        g[p][i] = static_cast<float>(static_cast<int>((i * 31 + p * 7) % 1000) - 500);
+    for (int p = 0; p < n; ++p) want[p] = g[p];
+    REQUIRE(RunOnRing(n,
+                      [&](net::RingTransport* t) {
+                        return AllreduceSum(t, absl::MakeSpan(want[t->rank()]));
+                      })[0]
+                .ok());
+    std::vector<ReduceStepStats> stats(n);
+    auto status = RunOnRing(n, [&](net::RingTransport* t) -> absl::Status {
+      BucketedReducerOptions options;
+      options.bucket_bytes = 40000;  // 10000 floats: 11 buckets
+      options.allreduce.chunk_bytes = 8192;
+      BucketedReducer reducer(t, len, options);
+      // Two steps over the same reducer: the thread and state are reused.
+      for (int step = 0; step < 2; ++step) {
+        std::vector<float> grads = g[t->rank()];
+        absl::Status s = reducer.Start(absl::MakeSpan(grads), step);
+        if (!s.ok()) return s;
+        for (size_t o = len; o > 0;) {  // "backward": layers finish from the end
+          o = o > 7777 ? o - 7777 : 0;
+          reducer.GradReady(o);
+          std::this_thread::yield();
+        }
+        s = reducer.Finish(&stats[t->rank()]);
+        if (!s.ok()) return s;
+        if (std::memcmp(grads.data(), want[t->rank()].data(), len * 4) != 0) {
+          return absl::InternalError("bucketed result differs from one big allreduce");
+        }
+      }
+      return absl::OkStatus();
+    });
+    for (int p = 0; p < n; ++p) {
+      INFO("N=" << n << " peer " << p << ": " << status[p].ToString());
+      CHECK(status[p].ok());
+      CHECK(stats[p].buckets.size() == 11);
+      CHECK(stats[p].comm_wait_ms >= 0);
+      // 2(N-1)/N of the buffer, up to uneven segment splits.
+      const double ideal = 2.0 * (n - 1) * len * 4 / n;
+      if (n > 1) CHECK(std::fabs(stats[p].bytes_sent - ideal) < 1e-3 * ideal);
+    }
+  }
+}
+
+TEST_CASE("bucketed reducer runs per-bucket codecs and stays identical across peers") {
+  const int n = 3;
+  const size_t len = 50000;
+  std::vector<std::vector<float>> results(n);
+  auto status = RunOnRing(n, [&](net::RingTransport* t) -> absl::Status {
+    BucketedReducerOptions options;
+    options.bucket_bytes = 80000;  // 20000 floats: buckets of 20000, 20000, 10000
+    options.dense_ranges = {{0, 100}, {29990, 30010}};
+    BucketedReducer reducer(t, len, options);
+    reducer.SetCodec(0, *ParseCodecSpec("topk:0.01", 1));
+    reducer.SetCodec(1, *ParseCodecSpec("bf16"));
+    std::mt19937 rng(t->rank());
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> grads(len);
+    for (int step = 0; step < 3; ++step) {
+      for (float& x : grads) x = normal(rng);
+      absl::Status s = reducer.Start(absl::MakeSpan(grads), step);
+      if (!s.ok()) return s;
+      ReduceStepStats stats;
+      s = reducer.Finish(&stats);
+      if (!s.ok()) return s;
+      if (stats.buckets[0].codec_used != "topk:0.01+zstd1" ||
+          stats.buckets[1].codec_used != "bf16" || stats.buckets[2].codec_used != "none") {
+        return absl::InternalError("unexpected codecs: " + stats.buckets[0].codec_used);
+      }
+    }
+    results[t->rank()] = grads;
+    return absl::OkStatus();
+  });
+  for (int p = 0; p < n; ++p) {
+    REQUIRE(status[p].ok());
+    CHECK(std::memcmp(results[p].data(), results[0].data(), len * 4) == 0);
+  }
+}
+
+TEST_CASE("a failed bucket ends the step with an error and the reducer refuses more") {
+  std::vector<absl::Status> second(2);
+  auto status = RunOnRing(2, [&](net::RingTransport* t) -> absl::Status {
+    BucketedReducerOptions options;
+    options.bucket_bytes = t->rank() == 0 ? 4000 : 4400;  // peers disagree on the buckets
+    options.allreduce.timeout = absl::Milliseconds(300);
+    const size_t len = 5000;
+    BucketedReducer reducer(t, len, options);
+    std::vector<float> grads(len, 1.0f);
+    absl::Status s = reducer.Start(absl::MakeSpan(grads), 0);
+    if (!s.ok()) return s;
+    ReduceStepStats stats;
+    s = reducer.Finish(&stats);
+    second[t->rank()] = reducer.Start(absl::MakeSpan(grads), 1);
+    return s;
+  });
+  CHECK(!status[0].ok());
+  CHECK(!status[1].ok());
+  CHECK(second[0].code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(second[1].code() == absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace rt::collective
