@@ -73,7 +73,10 @@ absl::StatusOr<std::string> TrainTokenizer(const std::vector<std::string>& lines
       {"max_sentence_length", std::to_string(std::max<size_t>(longest + 1, 4192))},
       {"input_sentence_size", "0"},
       {"shuffle_input_sentence", "false"},
-      {"num_threads", std::to_string(std::max(1, options.threads))},
+      // The model file records trainer_spec (num_threads included): a fixed value keeps
+      // the .model byte-identical whatever --threads is. SentencePiece's BPE trainer does
+      // its merges in one thread anyway.
+      {"num_threads", "1"},
       {"unk_id", "0"},
       {"bos_id", "-1"},
       {"eos_id", "-1"},

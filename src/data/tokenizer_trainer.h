@@ -21,7 +21,7 @@ namespace rt::data {
 
 struct TokenizerTrainOptions {
   int vocab_size = 32000;
-  int threads = 1;
+  int threads = 1;  // unused by BPE training (kept so the .model is thread-count independent)
 };
 
 // Returns the serialized model. `lines` have no '\n' and are valid UTF-8. If the sample
