@@ -12,6 +12,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <vector>
 
@@ -24,9 +25,11 @@ namespace {
 #define RT_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
 #define RT_INLINE inline __attribute__((always_inline))
 
+std::atomic<bool> g_force_portable{false};
+
 bool UseAvx512() {
-  static const bool use = GetCpuFeatures().avx512;
-  return use;
+  static const bool has = GetCpuFeatures().avx512;
+  return has && !g_force_portable.load(std::memory_order_relaxed);
 }
 
 // Column chunk for reductions over rows: one cache line of floats per step.
@@ -53,13 +56,6 @@ RT_AVX512 RT_INLINE __m512 Exp512(__m512 x) {
 
 RT_AVX512 RT_INLINE __mmask16 TailMask(int64_t left) {
   return left >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << left) - 1u);
-}
-
-// tanh(u) = 1 - 2 / (exp(2u) + 1); saturates correctly at both ends.
-RT_AVX512 RT_INLINE __m512 Tanh512(__m512 u) {
-  __m512 e = Exp512(_mm512_add_ps(u, u));
-  return _mm512_sub_ps(_mm512_set1_ps(1.0f),
-                       _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(e, _mm512_set1_ps(1.0f))));
 }
 
 constexpr float kGeluK = 0.7978845608028654f;  // sqrt(2/pi)
@@ -182,9 +178,10 @@ RT_AVX512 void GeluForwardAvx512(float* out, bf16_t* out_h, const float* inp, in
         const __m512 x3 = _mm512_mul_ps(_mm512_mul_ps(x, x), x);
         const __m512 u =
             _mm512_mul_ps(_mm512_set1_ps(kGeluK), _mm512_fmadd_ps(_mm512_set1_ps(kGeluC), x3, x));
-        const __m512 t = Tanh512(u);
-        const __m512 y = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), x),
-                                       _mm512_add_ps(t, _mm512_set1_ps(1.0f)));
+        // 0.5 x (1 + tanh(u)) = x * sigmoid(2u): no cancellation for negative x.
+        const __m512 y = _mm512_div_ps(
+            x,
+            _mm512_add_ps(_mm512_set1_ps(1.0f), Exp512(_mm512_mul_ps(_mm512_set1_ps(-2.0f), u))));
         _mm512_mask_storeu_ps(o + (i - i0), k, y);
       }
       if (out_h != nullptr) FloatToBf16N(o, out_h + i0, i1 - i0);
@@ -203,7 +200,7 @@ void GeluForwardGeneric(float* out, bf16_t* out_h, const float* inp, int64_t n) 
       float* o = out != nullptr ? out + i0 : tmp.data();
       for (int64_t i = i0; i < i1; ++i) {
         const float x = inp[i];
-        o[i - i0] = 0.5f * x * (1.0f + std::tanh(kGeluK * (x + kGeluC * x * x * x)));
+        o[i - i0] = x / (1.0f + std::exp(-2.0f * kGeluK * (x + kGeluC * x * x * x)));
       }
       if (out_h != nullptr) FloatToBf16N(o, out_h + i0, i1 - i0);
     }
@@ -218,15 +215,14 @@ RT_AVX512 void GeluBackwardAvx512(float* d, const float* inp, int64_t n) {
     const __m512 x2 = _mm512_mul_ps(x, x);
     const __m512 u = _mm512_mul_ps(
         _mm512_set1_ps(kGeluK), _mm512_fmadd_ps(_mm512_set1_ps(kGeluC), _mm512_mul_ps(x2, x), x));
-    const __m512 t = Tanh512(u);
-    const __m512 half = _mm512_set1_ps(0.5f);
-    // 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3c x^2)
-    const __m512 sech2 = _mm512_fnmadd_ps(t, t, _mm512_set1_ps(1.0f));
-    const __m512 du =
-        _mm512_mul_ps(_mm512_set1_ps(kGeluK),
-                      _mm512_fmadd_ps(_mm512_set1_ps(3.0f * kGeluC), x2, _mm512_set1_ps(1.0f)));
-    const __m512 g = _mm512_fmadd_ps(_mm512_mul_ps(half, x), _mm512_mul_ps(sech2, du),
-                                     _mm512_mul_ps(half, _mm512_add_ps(t, _mm512_set1_ps(1.0f))));
+    // y = x s with s = sigmoid(2u): dy/dx = s + 2 x s (1 - s) du/dx, du/dx = k (1 + 3c x^2).
+    const __m512 one = _mm512_set1_ps(1.0f);
+    const __m512 sg =
+        _mm512_div_ps(one, _mm512_add_ps(one, Exp512(_mm512_mul_ps(_mm512_set1_ps(-2.0f), u))));
+    const __m512 du = _mm512_mul_ps(_mm512_set1_ps(2.0f * kGeluK),
+                                    _mm512_fmadd_ps(_mm512_set1_ps(3.0f * kGeluC), x2, one));
+    const __m512 g =
+        _mm512_fmadd_ps(_mm512_mul_ps(_mm512_mul_ps(x, sg), _mm512_sub_ps(one, sg)), du, sg);
     _mm512_mask_storeu_ps(d + i, k, _mm512_mul_ps(g, _mm512_maskz_loadu_ps(k, d + i)));
   }
 }
@@ -492,6 +488,8 @@ void BiasBackward(float* db, const float* dout, int64_t M, int64_t N) {
     for (int64_t i = c0; i < c1; ++i) db[i] += acc[i - c0];
   }
 }
+
+void ForcePortableKernelsForTest(bool portable) { g_force_portable.store(portable); }
 
 void CopyFloats(float* dst, const float* src, int64_t n) {
   const int64_t chunks = (n + kElemChunk * 16 - 1) / (kElemChunk * 16);

@@ -57,6 +57,10 @@ void EmbeddingBackward(float* dwte, float* dwpe, const float* dx, const int32_t*
 // db (N) += sum over rows of dout (M,N).
 void BiasBackward(float* db, const float* dout, int64_t M, int64_t N);
 
+// Tests only: true forces the portable kernels even where AVX-512 exists, so both
+// paths are checked on one machine. Not for concurrent use with running kernels.
+void ForcePortableKernelsForTest(bool portable);
+
 // Parallel bulk helpers.
 void CopyFloats(float* dst, const float* src, int64_t n);
 void ToBf16(bf16_t* dst, const float* src, int64_t n);
