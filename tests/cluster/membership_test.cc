@@ -1,0 +1,331 @@
+// Membership state machine in simulated clusters: forming, failures (kill -9, SIGSTOP,
+// partitions), leader change, rejoin with state transfer, hosts file edits, quorum,
+// and the epoch rules. Deterministic: simulated time, no sockets, no threads.
+#include "cluster/membership.h"
+
+#include <doctest/doctest.h>
+
+#include <random>
+
+#include "cluster/sim_cluster.h"
+
+namespace rt::cluster {
+namespace {
+
+using testing::SimCluster;
+using testing::SimOptions;
+
+std::vector<int> Range(int n) {
+  std::vector<int> v;
+  for (int i = 0; i < n; ++i) v.push_back(i);
+  return v;
+}
+
+bool SameState(SimCluster& c, const std::vector<int>& who) {
+  for (int i : who) {
+    if (c.State(i).version != c.State(who[0]).version) return false;
+    if (c.State(i).hash != c.State(who[0]).hash) return false;
+  }
+  return true;
+}
+
+bool LogHas(const SimCluster& c, const std::string& needle) {
+  for (const std::string& l : c.Log()) {
+    if (l.find(needle) != std::string::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("a single peer forms its own view and trains") {
+  SimCluster c(1, SimOptions{});
+  c.StartAll();
+  REQUIRE(c.RunUntil([&] { return c.Training(0); }, 100));
+  CHECK(c.M(0).view().epoch == 1);
+  CHECK(c.M(0).view().leader() == SimCluster::Name(0));
+  c.Run(1000);
+  CHECK(c.State(0).version.step >= 15);
+}
+
+TEST_CASE("three peers form one view with the lowest rank as leader") {
+  SimCluster c(3, SimOptions{});
+  c.StartAll();
+  REQUIRE_MESSAGE(c.RunUntil([&] { return c.AllTrainingTogether({0, 1, 2}); }, 1000), c.Dump());
+  CHECK(c.M(1).view().leader() == SimCluster::Name(0));
+  CHECK(c.M(2).view().epoch == 1);  // formed at once: all hosts were alive
+  c.Run(2000);
+  CHECK(c.State(0).version.step >= 30);
+  CHECK(SameState(c, {0, 1, 2}));
+  CHECK(c.view_changes() == 3);  // one install per peer, no churn
+}
+
+TEST_CASE("a late lowest-ranked peer: the others start without it, it joins and leads") {
+  SimCluster c(3, SimOptions{});
+  c.Start(1);
+  c.Start(2);
+  REQUIRE_MESSAGE(c.RunUntil([&] { return c.AllTrainingTogether({1, 2}); }, 2000), c.Dump());
+  CHECK(c.M(1).view().leader() == SimCluster::Name(1));
+  c.Run(1000);
+  const int64_t step_before = c.State(1).version.step;
+  c.Start(0);
+  REQUIRE_MESSAGE(c.RunUntil([&] { return c.AllTrainingTogether({0, 1, 2}); }, 3000), c.Dump());
+  CHECK(c.M(2).view().leader() == SimCluster::Name(0));
+  CHECK(c.State(0).version.step >= step_before);  // received the state, not restarted
+  c.Run(500);
+  CHECK(SameState(c, {0, 1, 2}));
+}
+
+TEST_CASE("kill -9 of a non-leader: survivors carry on at once, the restarted peer rejoins") {
+  SimCluster c(3, SimOptions{});
+  c.StartAll();
+  REQUIRE(c.RunUntil([&] { return c.AllTrainingTogether({0, 1, 2}); }, 1000));
+  c.Run(1003);
+  const int64_t killed_at = c.now();
+  const int64_t step_at_kill = c.State(0).version.step;
+  c.Kill(2);
+  // The broken link is noticed at once: a new view well within the peer timeout.
+  REQUIRE_MESSAGE(c.RunUntil([&] { return c.AllTrainingTogether({0, 1}); }, 1000), c.Dump());
+  CHECK(c.now() - killed_at < 200);
+  CHECK(c.M(0).view().epoch == 2);
+  CHECK(c.State(0).version.step >= step_at_kill);  // nothing lost beyond the step in flight
+  c.Run(2000);
+  c.Start(2);
+  REQUIRE_MESSAGE(c.RunUntil([&] { return c.AllTrainingTogether({0, 1, 2}); }, 3000), c.Dump());
+  c.Run(500);
+  CHECK(SameState(c, {0, 1, 2}));
+  CHECK(LogHas(c, "state from h0:29500"));
+}
+
+TEST_CASE("kill -9 of the leader: the next rank leads within a heartbeat") {
+  SimCluster c(3, SimOptions{});
+  c.StartAll();
+  REQUIRE(c.RunUntil([&] { return c.AllTrainingTogether({0, 1, 2}); }, 1000));
+  c.Run(777);
+  const int64_t killed_at = c.now();
+  c.Kill(0);
+  REQUIRE_MESSAGE(c.RunUntil([&] { return c.AllTrainingTogether({1, 2}); }, 1000), c.Dump());
+  CHECK(c.now() - killed_at < 200);
+  CHECK(c.M(2).view().leader() == SimCluster::Name(1));
+  c.Run(1000);
+  c.Start(0);
+  REQUIRE_MESSAGE(c.RunUntil([&] { return c.AllTrainingTogether({0, 1, 2}); }, 3000), c.Dump());
+  CHECK(c.M(1).view().leader() == SimCluster::Name(0));
+  c.Run(300);
+  CHECK(SameState(c, {0, 1, 2}));
+}
+
+TEST_CASE("SIGSTOP past the peer timeout: excluded, then rejoins after SIGCONT") {
+  SimOptions o;
+  SimCluster c(3, o);
+  c.StartAll();
+  REQUIRE(c.RunUntil([&] { return c.AllTrainingTogether({0, 1, 2}); }, 1000));
+  c.Run(500);
+  const int64_t stopped_at = c.now();
+  c.Stop(2);
+  // No broken link: only the heartbeat timeout reveals it.
+  REQUIRE_MESSAGE(c.RunUntil([&] { return c.AllTrainingTogether({0, 1}); }, 3000), c.Dump());
+  CHECK(c.now() - stopped_at >= o.peer_timeout_ms);
+  CHECK(c.now() - stopped_at < o.peer_timeout_ms + 500);
+  CHECK(LogHas(c, "h0:29500 suspect h2:29500 silent for"));
+  c.Run(2000);
+  c.Cont(2);
+  REQUIRE_MESSAGE(c.RunUntil([&] { return c.AllTrainingTogether({0, 1, 2}); }, 3000), c.Dump());
+  CHECK(LogHas(c, "h2:29500 excluded"));
+  c.Run(300);
+  CHECK(SameState(c, {0, 1, 2}));
+}
+
+TEST_CASE("partition 3 + 2: the majority carries on, the minority pauses, then rejoins") {
+  SimCluster c(5, SimOptions{});
+  c.StartAll();
+  REQUIRE(c.RunUntil([&] { return c.AllTrainingTogether(Range(5)); }, 1000));
+  c.Run(400);
+  c.Partition({3, 4});
+  REQUIRE_MESSAGE(c.RunUntil([&] { return c.AllTrainingTogether({0, 1, 2}); }, 3000), c.Dump());
+  c.Run(1500);
+  CHECK(!c.Training(3));
+  CHECK(!c.Training(4));
+  CHECK(c.M(3).pause_reason().find("no quorum: 2 of 5 hosts reachable, 3 needed") == 0);
+  const int64_t minority_step = c.State(3).version.step;
+  c.Run(1000);
+  CHECK(c.State(3).version.step == minority_step);  // the minority never trains
+  c.Heal();
+  REQUIRE_MESSAGE(c.RunUntil([&] { return c.AllTrainingTogether(Range(5)); }, 4000), c.Dump());
+  c.Run(300);
+  CHECK(SameState(c, Range(5)));
+  CHECK(c.State(3).version.step > minority_step);
+}
+
+TEST_CASE("partition 2 + 2: both sides pause, then resume together") {
+  SimCluster c(4, SimOptions{});
+  c.StartAll();
+  REQUIRE(c.RunUntil([&] { return c.AllTrainingTogether(Range(4)); }, 1000));
+  c.Run(400);
+  c.Partition({2, 3});
+  c.Run(3000);
+  for (int i = 0; i < 4; ++i) {
+    CHECK_MESSAGE(!c.Training(i), c.Dump());
+    CHECK(c.M(i).pause_reason().find("no quorum: 2 of 4 hosts reachable, 3 needed") == 0);
+  }
+  const int64_t trained = c.steps_trained();
+  c.Run(1000);
+  CHECK(c.steps_trained() == trained);
+  c.Heal();
+  REQUIRE_MESSAGE(c.RunUntil([&] { return c.AllTrainingTogether(Range(4)); }, 4000), c.Dump());
+  c.Run(300);
+  CHECK(SameState(c, Range(4)));
+}
+
+TEST_CASE("repeated random kills and restarts: everyone ends identical") {
+  for (uint32_t seed : {1u, 2u, 3u}) {
+    CAPTURE(seed);
+    std::mt19937 rng(seed);
+    SimCluster c(4, SimOptions{});
+    c.StartAll();
+    REQUIRE(c.RunUntil([&] { return c.AllTrainingTogether(Range(4)); }, 1000));
+    for (int round = 0; round < 3; ++round) {
+      c.Run(200 + static_cast<int64_t>(rng() % 1000));
+      const int victim = 1 + static_cast<int>(rng() % 3);  // a non-leader
+      c.Kill(victim);
+      c.Run(500 + static_cast<int64_t>(rng() % 2000));
+      c.Start(victim);
+      REQUIRE_MESSAGE(c.RunUntil([&] { return c.AllTrainingTogether(Range(4)); }, 5000), c.Dump());
+    }
+    // And the leader.
+    c.Kill(0);
+    REQUIRE_MESSAGE(c.RunUntil([&] { return c.AllTrainingTogether({1, 2, 3}); }, 2000), c.Dump());
+    c.Start(0);
+    REQUIRE_MESSAGE(c.RunUntil([&] { return c.AllTrainingTogether(Range(4)); }, 5000), c.Dump());
+    c.Run(500);
+    CHECK(SameState(c, Range(4)));
+  }
+}
+
+TEST_CASE("hosts file: a new entry joins, a removed entry leaves cleanly") {
+  SimCluster c(3, SimOptions{});
+  c.StartAll();
+  REQUIRE(c.RunUntil([&] { return c.AllTrainingTogether({0, 1, 2}); }, 1000));
+  c.Run(500);
+  std::vector<PeerId> four = c.hosts();
+  four.push_back(SimCluster::Name(3));
+  for (int i = 0; i < 3; ++i) c.SetHostsFile(i, four);
+  c.SetHostsFile(3, four);
+  c.Start(3);
+  REQUIRE_MESSAGE(c.RunUntil([&] { return c.AllTrainingTogether(Range(4)); }, 3000), c.Dump());
+  c.Run(300);
+  CHECK(SameState(c, Range(4)));
+  CHECK(c.M(0).agreed_hosts().size() == 4);
+
+  // Remove h1 (a middle line: ranks of later entries shift, identities do not).
+  std::vector<PeerId> without = {SimCluster::Name(0), SimCluster::Name(2), SimCluster::Name(3)};
+  for (int i = 0; i < 4; ++i) c.SetHostsFile(i, without);
+  REQUIRE_MESSAGE(c.RunUntil([&] { return c.AllTrainingTogether({0, 2, 3}); }, 3000), c.Dump());
+  CHECK(c.Exited(1));
+  CHECK(LogHas(c, "h1:29500 leave"));
+  const int64_t trained = c.steps_trained();
+  c.Run(500);
+  CHECK(c.steps_trained() > trained);
+  CHECK(SameState(c, {0, 2, 3}));
+}
+
+TEST_CASE("hosts files that disagree: a warning, and training goes on in the agreed view") {
+  SimCluster c(3, SimOptions{});
+  c.StartAll();
+  REQUIRE(c.RunUntil([&] { return c.AllTrainingTogether({0, 1, 2}); }, 1000));
+  std::vector<PeerId> two = {SimCluster::Name(0), SimCluster::Name(1)};
+  c.SetHostsFile(0, two);  // only h0 got the edit
+  c.Run(2000);
+  CHECK(c.AllTrainingTogether({0, 1, 2}));
+  CHECK(!c.Exited(2));
+  CHECK(c.M(0).agreed_hosts().size() == 3);
+  CHECK(LogHas(c, "warning  the hosts file of h1:29500 differs from ours"));
+}
+
+TEST_CASE("min_peers sets the quorum instead of the majority") {
+  SimOptions o;
+  o.min_peers = 4;
+  SimCluster c(5, o);
+  c.StartAll();
+  REQUIRE(c.RunUntil([&] { return c.AllTrainingTogether(Range(5)); }, 1000));
+  c.Kill(4);
+  REQUIRE_MESSAGE(c.RunUntil([&] { return c.AllTrainingTogether({0, 1, 2, 3}); }, 1000), c.Dump());
+  c.Kill(3);
+  c.Run(1000);
+  CHECK(!c.Training(0));
+  CHECK(c.M(0).pause_reason().find("no quorum: 3 of 5 hosts reachable, 4 needed") == 0);
+}
+
+TEST_CASE("epoch rules: stale messages are ignored, old proposals refused") {
+  MembershipConfig cfg;
+  cfg.self = "b";
+  cfg.hosts = {"a", "b"};
+  cfg.startup_grace_ms = 0;
+  Membership m(cfg, 0);
+  // a proposes epoch 5 with both; b accepts and acks.
+  m.OnEnvelope(Envelope{5, "a", Heartbeat{}}, 1);
+  m.OnEnvelope(Envelope{5, "a", ViewProposal{View{5, {"a", "b"}}}}, 2);
+  auto out = m.TakeOutgoing();
+  bool acked = false;
+  for (const Outgoing& o : out) {
+    if (o.to == "a" && std::holds_alternative<ViewAck>(o.envelope.message)) acked = true;
+  }
+  CHECK(acked);
+  CHECK(m.phase() == Membership::Phase::kChanging);
+  StepAgreement ag;
+  ag.resume = {0, 0};
+  ag.source = "b";
+  m.OnEnvelope(Envelope{5, "a", ViewCommit{View{5, {"a", "b"}}, ag}}, 3);
+  CHECK(m.phase() == Membership::Phase::kMember);
+  CHECK(m.view().epoch == 5);
+  CHECK(m.CanTrain());
+  m.TakeOutgoing();
+
+  // A commit from an older epoch (a stale leader) changes nothing.
+  m.OnEnvelope(Envelope{4, "a", ViewCommit{View{4, {"a"}}, ag}}, 4);
+  CHECK(m.view().epoch == 5);
+  // A proposal at or below the installed epoch is refused.
+  m.OnEnvelope(Envelope{5, "a", ViewProposal{View{5, {"a", "b"}}}}, 5);
+  out = m.TakeOutgoing();
+  bool nacked = false;
+  for (const Outgoing& o : out) {
+    if (std::holds_alternative<ViewNack>(o.envelope.message)) nacked = true;
+  }
+  CHECK(nacked);
+  CHECK(m.CanTrain());
+  // Every envelope this peer sends carries its epoch.
+  m.OnTick(1500);
+  out = m.TakeOutgoing();
+  CHECK(!out.empty());
+  for (const Outgoing& o : out) CHECK(o.envelope.epoch == 5);
+}
+
+TEST_CASE("a lower-ranked proposer wins a tie of epochs") {
+  MembershipConfig cfg;
+  cfg.self = "c";
+  cfg.hosts = {"a", "b", "c"};
+  Membership m(cfg, 0);
+  m.OnEnvelope(Envelope{1, "b", ViewProposal{View{1, {"b", "c"}}}}, 1);
+  CHECK(m.phase() == Membership::Phase::kChanging);
+  m.TakeOutgoing();
+  m.OnEnvelope(Envelope{1, "a", ViewProposal{View{1, {"a", "b", "c"}}}}, 2);
+  bool acked_a = false;
+  for (const Outgoing& o : m.TakeOutgoing()) {
+    if (o.to == "a" && std::holds_alternative<ViewAck>(o.envelope.message)) acked_a = true;
+  }
+  CHECK(acked_a);
+  // b's commit no longer matches the promise: ignored.
+  StepAgreement ag;
+  ag.source = "b";
+  m.OnEnvelope(Envelope{1, "b", ViewCommit{View{1, {"b", "c"}}, ag}}, 3);
+  CHECK(m.view().empty());
+  // b's higher-ranked retry at the same epoch is refused.
+  m.OnEnvelope(Envelope{1, "b", ViewProposal{View{1, {"b", "c"}}}}, 4);
+  bool nacked = false;
+  for (const Outgoing& o : m.TakeOutgoing()) {
+    if (std::holds_alternative<ViewNack>(o.envelope.message)) nacked = true;
+  }
+  CHECK(nacked);
+}
+
+}  // namespace rt::cluster

@@ -1,0 +1,305 @@
+// SimCluster: N Membership state machines on a simulated network with simulated
+// time, plus a simulated trainer, for deterministic fault scenarios.
+//
+// Network: every message is encoded and decoded (exercising the wire codec) and
+// delivered one tick later, unless the sender or receiver is dead, or a partition
+// separates them (dropped, like `ip link set down`). A stopped peer (SIGSTOP) neither
+// ticks nor receives; its incoming messages queue up as in TCP buffers. Killing a peer
+// (kill -9) tells every live peer OnLinkBroken, as a TCP reset would.
+//
+// Trainer: a ring trains when every member of a view has installed that view and
+// can train; each step takes step_ms and then every member completes it
+// (OnStepCompleted). State is (version, lineage hash): a step extends the hash, a
+// state transfer copies the source's. Invariants checked on every tick:
+// - at most one view trains at a time (no split brain);
+// - members of a training ring hold identical states;
+// - a state transfer's source really holds the agreed version.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cluster/membership.h"
+
+namespace rt::cluster::testing {
+
+struct SimOptions {
+  int64_t tick_ms = 10;
+  int64_t step_ms = 50;
+  int64_t peer_timeout_ms = 1000;
+  int64_t heartbeat_interval_ms = 100;
+  int64_t proposal_timeout_ms = 300;
+  int64_t startup_grace_ms = 500;
+  int min_peers = 0;
+};
+
+struct SimState {
+  StateVersion version;
+  uint64_t hash = 0;
+};
+
+class SimCluster {
+ public:
+  SimCluster(int n, SimOptions options) : options_(options) {
+    for (int i = 0; i < n; ++i) hosts_.push_back(Name(i));
+    peers_.resize(n);
+    for (int i = 0; i < n; ++i) host_files_[i] = hosts_;
+  }
+
+  static PeerId Name(int i) { return "h" + std::to_string(i) + ":29500"; }
+  int64_t now() const { return now_ms_; }
+  const std::vector<PeerId>& hosts() const { return hosts_; }
+
+  // Starts (or restarts) peer i with the state it held before (a restarted process
+  // resumes from its own checkpoint) or a fresh one.
+  void Start(int i) {
+    if (i >= static_cast<int>(peers_.size())) peers_.resize(i + 1);
+    Peer& p = peers_[i];
+    if (!host_files_.count(i)) host_files_[i] = hosts_;
+    MembershipConfig c;
+    c.self = Name(i);
+    c.hosts = host_files_[i];
+    c.min_peers = options_.min_peers;
+    c.peer_timeout_ms = options_.peer_timeout_ms;
+    c.heartbeat_interval_ms = options_.heartbeat_interval_ms;
+    c.proposal_timeout_ms = options_.proposal_timeout_ms;
+    c.startup_grace_ms = options_.startup_grace_ms;
+    c.initial_epoch = p.state.version.epoch;
+    c.initial_state = p.state.version;
+    p.m = std::make_unique<Membership>(c, now_ms_);
+    p.running = true;
+    p.stopped = false;
+    p.exited = false;
+    p.installed = View{};
+    p.inbox.clear();
+  }
+  void StartAll() {
+    for (size_t i = 0; i < peers_.size(); ++i) Start(static_cast<int>(i));
+  }
+  void Kill(int i) {
+    peers_[i].running = false;
+    peers_[i].m.reset();
+    peers_[i].inbox.clear();
+    for (size_t j = 0; j < peers_.size(); ++j) {
+      if (Live(static_cast<int>(j)) && !peers_[j].stopped) {
+        peers_[j].m->OnLinkBroken(Name(i), now_ms_);
+      }
+    }
+  }
+  void Stop(int i) { peers_[i].stopped = true; }
+  void Cont(int i) { peers_[i].stopped = false; }
+  void Partition(std::set<int> side) { side_ = std::move(side); }
+  void Heal() { side_.clear(); }
+  // Gives peer i a new hosts file (as if copied there) and signals it.
+  void SetHostsFile(int i, std::vector<PeerId> hosts) {
+    host_files_[i] = hosts;
+    if (Live(i)) peers_[i].m->OnHostsFileChanged(std::move(hosts), now_ms_);
+  }
+
+  bool Live(int i) const {
+    return i < static_cast<int>(peers_.size()) && peers_[i].running && peers_[i].m != nullptr;
+  }
+  Membership& M(int i) { return *peers_[i].m; }
+  const SimState& State(int i) const { return peers_[i].state; }
+  bool Exited(int i) const { return peers_[i].exited; }
+  const std::vector<std::string>& Log() const { return log_; }
+  int view_changes() const { return view_changes_; }
+  int64_t steps_trained() const { return steps_trained_; }
+
+  void Run(int64_t duration_ms) {
+    const int64_t end = now_ms_ + duration_ms;
+    while (now_ms_ < end) Tick();
+  }
+  // Runs until pred() holds (checked every tick) or timeout; returns whether it held.
+  template <typename Pred>
+  bool RunUntil(Pred pred, int64_t timeout_ms) {
+    const int64_t end = now_ms_ + timeout_ms;
+    while (now_ms_ < end) {
+      if (pred()) return true;
+      Tick();
+    }
+    return pred();
+  }
+
+  // Live, non-stopped peers that can train, all in the same view.
+  bool AllTrainingTogether(const std::vector<int>& who) {
+    if (who.empty()) return false;
+    for (int i : who) {
+      if (!Live(i) || peers_[i].stopped || !M(i).CanTrain()) return false;
+      if (M(i).view() != M(who[0]).view()) return false;
+    }
+    return M(who[0]).view().members.size() == who.size();
+  }
+  bool Training(int i) { return Live(i) && !peers_[i].stopped && M(i).CanTrain(); }
+
+  std::string Dump() {
+    std::string s;
+    for (size_t i = 0; i < peers_.size(); ++i) {
+      s += Name(static_cast<int>(i)) + ": ";
+      if (!Live(static_cast<int>(i))) {
+        s += "dead\n";
+        continue;
+      }
+      s += "phase " + std::to_string(static_cast<int>(M(i).phase())) + " " +
+           M(i).view().ToString() + " train " + std::to_string(M(i).CanTrain()) + " step " +
+           std::to_string(peers_[i].state.version.step) + " pause '" + M(i).pause_reason() + "'\n";
+    }
+    for (size_t k = log_.size() > 30 ? log_.size() - 30 : 0; k < log_.size(); ++k) {
+      s += log_[k] + "\n";
+    }
+    return s;
+  }
+
+ private:
+  struct Peer {
+    std::unique_ptr<Membership> m;
+    bool running = false;
+    bool stopped = false;
+    bool exited = false;
+    SimState state;
+    View installed;  // the view the simulated trainer runs in
+    int64_t step_started_ms = -1;
+    std::vector<std::vector<uint8_t>> inbox;
+  };
+
+  bool Reachable(int a, int b) const {
+    if (side_.empty()) return true;
+    return side_.count(a) == side_.count(b);
+  }
+  int IndexOf(const PeerId& id) const {
+    for (size_t i = 0; i < peers_.size(); ++i) {
+      if (Name(static_cast<int>(i)) == id) return static_cast<int>(i);
+    }
+    return -1;
+  }
+
+  void Tick() {
+    now_ms_ += options_.tick_ms;
+    // Deliver what was sent last tick.
+    for (size_t i = 0; i < peers_.size(); ++i) {
+      Peer& p = peers_[i];
+      if (!Live(static_cast<int>(i)) || p.stopped) continue;
+      std::vector<std::vector<uint8_t>> inbox;
+      inbox.swap(p.inbox);
+      for (const auto& bytes : inbox) {
+        auto e = DecodeEnvelope(bytes, "sim");
+        REQUIRE_MESSAGE(e.ok(), e.status().ToString());
+        if (Live(static_cast<int>(i))) p.m->OnEnvelope(*e, now_ms_);
+      }
+    }
+    for (size_t i = 0; i < peers_.size(); ++i) {
+      if (Live(static_cast<int>(i)) && !peers_[i].stopped) peers_[i].m->OnTick(now_ms_);
+    }
+    TrainOneTick();
+    Drain();
+  }
+
+  void Drain() {
+    for (size_t i = 0; i < peers_.size(); ++i) {
+      Peer& p = peers_[i];
+      if (!Live(static_cast<int>(i)) || p.stopped) continue;
+      for (const Decision& d : p.m->TakeDecisions()) Apply(static_cast<int>(i), d);
+      if (!Live(static_cast<int>(i))) continue;
+      for (Outgoing& o : p.m->TakeOutgoing()) {
+        const int to = IndexOf(o.to);
+        if (to < 0 || !Live(to) || !Reachable(static_cast<int>(i), to)) continue;
+        peers_[to].inbox.push_back(EncodeEnvelope(o.envelope));
+      }
+    }
+  }
+
+  void Apply(int i, const Decision& d) {
+    Peer& p = peers_[i];
+    log_.push_back("t=" + std::to_string(now_ms_) + " " + Name(i) + " " + DecisionKindName(d.kind) +
+                   " " + d.peer + " " + d.reason);
+    switch (d.kind) {
+      case Decision::kInstallView: {
+        ++view_changes_;
+        if (d.need_state) {
+          const int src = IndexOf(d.agreement.source);
+          REQUIRE_MESSAGE(src >= 0, d.agreement.source);
+          // The source must hold exactly the agreed state (it may be dead by now in
+          // reality; here the transfer is instantaneous).
+          CHECK_MESSAGE(peers_[src].state.version == d.agreement.resume, "source ",
+                        d.agreement.source, " holds ", peers_[src].state.version.ToString(),
+                        " not ", d.agreement.resume.ToString());
+          p.state = peers_[src].state;
+        } else {
+          CHECK_MESSAGE(p.state.version == d.agreement.resume, Name(i), " holds ",
+                        p.state.version.ToString(), " but the view resumes from ",
+                        d.agreement.resume.ToString());
+        }
+        p.installed = d.view;
+        p.step_started_ms = -1;
+        break;
+      }
+      case Decision::kStopTraining:
+      case Decision::kPause:
+      case Decision::kExcluded:
+        p.installed = View{};
+        break;
+      case Decision::kLeave:
+        p.installed = View{};
+        p.exited = true;
+        p.running = false;
+        p.m.reset();
+        break;
+      case Decision::kSuspect:
+      case Decision::kWarning:
+        break;
+    }
+  }
+
+  // A ring trains if all members installed the same view and can train.
+  void TrainOneTick() {
+    std::set<uint64_t> training_epochs;
+    std::map<uint64_t, std::vector<int>> rings;
+    for (size_t i = 0; i < peers_.size(); ++i) {
+      Peer& p = peers_[i];
+      if (!Live(static_cast<int>(i)) || p.stopped || p.installed.empty()) continue;
+      if (!p.m->CanTrain() || p.m->view() != p.installed) continue;
+      rings[p.installed.epoch].push_back(static_cast<int>(i));
+    }
+    for (auto& [epoch, idx] : rings) {
+      const View& v = peers_[idx[0]].installed;
+      if (idx.size() != v.members.size()) continue;  // someone missing: ring not formed
+      training_epochs.insert(epoch);
+      for (int i : idx) {
+        CHECK_MESSAGE(peers_[i].state.version.step == peers_[idx[0]].state.version.step, Dump());
+        CHECK(peers_[i].state.hash == peers_[idx[0]].state.hash);
+      }
+      Peer& lead = peers_[idx[0]];
+      if (lead.step_started_ms < 0) lead.step_started_ms = now_ms_;
+      if (now_ms_ - lead.step_started_ms < options_.step_ms) continue;
+      lead.step_started_ms = now_ms_;
+      ++steps_trained_;
+      for (int i : idx) {
+        SimState& s = peers_[i].state;
+        s.version = StateVersion{epoch, s.version.step + 1};
+        s.hash = s.hash * 1000003u + static_cast<uint64_t>(s.version.step);
+      }
+      for (int i : idx) {
+        if (Live(i)) peers_[i].m->OnStepCompleted(peers_[i].state.version, now_ms_);
+      }
+    }
+    CHECK_MESSAGE(training_epochs.size() <= 1, "split brain: two views train at once\n", Dump());
+  }
+
+  SimOptions options_;
+  std::vector<PeerId> hosts_;
+  std::map<int, std::vector<PeerId>> host_files_;
+  std::vector<Peer> peers_;
+  std::set<int> side_;
+  int64_t now_ms_ = 0;
+  std::vector<std::string> log_;
+  int view_changes_ = 0;
+  int64_t steps_trained_ = 0;
+};
+
+}  // namespace rt::cluster::testing
