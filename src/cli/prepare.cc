@@ -56,18 +56,27 @@ class ProgressPrinter {
     const double rate = secs > 0.5 ? mb / secs : 0;
     const double frac = p.total_bytes > 0 ? static_cast<double>(p.done_bytes) / p.total_bytes : 1;
     const double eta = rate > 0 ? (total_mb - mb) / rate : 0;
+    // Percent and ETA follow the input files (compressed bytes for .zst); the rate is
+    // of text when the phase reports it.
+    const double text_mb = p.text_bytes / 1e6;
+    const double text_rate = secs > 0.5 ? text_mb / secs : 0;
+    std::string amount = absl::StrFormat("%.1f/%.1f MB input", mb, total_mb);
+    if (p.text_bytes > 0)
+      amount += absl::StrFormat(", %.1f MB text %.2f MB/s", text_mb, text_rate);
+    else
+      amount += absl::StrFormat(" %.2f MB/s", rate);
     if (tty_) {
       constexpr int kWidth = 30;
       int filled = static_cast<int>(frac * kWidth);
       std::string bar(filled, '=');
       if (filled < kWidth) bar += '>' + std::string(kWidth - filled - 1, ' ');
-      std::fprintf(stderr, "\r%-9s [%s] %5.1f%% %8.1f/%.1f MB %6.1f MB/s ETA %d:%02d ",
-                   phase_.c_str(), bar.c_str(), 100 * frac, mb, total_mb, rate,
-                   static_cast<int>(eta) / 60, static_cast<int>(eta) % 60);
+      std::fprintf(stderr, "\r%-9s [%s] %5.1f%% %s ETA %d:%02d ", phase_.c_str(), bar.c_str(),
+                   100 * frac, amount.c_str(), static_cast<int>(eta) / 60,
+                   static_cast<int>(eta) % 60);
       drawn_ = true;
     } else {
-      std::fprintf(stderr, "prepare: %s %.1f%% (%.1f of %.1f MB input, %.1f MB/s, ETA %.0f s)\n",
-                   phase_.c_str(), 100 * frac, mb, total_mb, rate, eta);
+      std::fprintf(stderr, "prepare: %s %.1f%% (%s, ETA %.0f s)\n", phase_.c_str(), 100 * frac,
+                   amount.c_str(), eta);
     }
   }
   void Finish() {

@@ -308,7 +308,8 @@ absl::StatusOr<PrepareSummary> RunPrepare(const PrepareOptions& o) {
   DocumentReader reader(files);
   auto progress = [&] {
     if (o.progress) {
-      o.progress(PrepareProgress{"encoding", reader.disk_bytes_done(), reader.disk_bytes_total()});
+      o.progress(PrepareProgress{"encoding", reader.disk_bytes_done(), reader.disk_bytes_total(),
+                                 reader.stats().text_bytes});
     }
   };
   EncodePipeline pipeline(tok, summary.threads, sink);

@@ -27,6 +27,7 @@ struct PrepareProgress {
   const char* phase = "";    // "sampling" | "encoding" | "comparing"
   uint64_t done_bytes = 0;   // input bytes on disk consumed (compressed for .zst)
   uint64_t total_bytes = 0;  // input bytes on disk in all files
+  uint64_t text_bytes = 0;   // encoding: decompressed text bytes read so far
 };
 
 struct PrepareOptions {
