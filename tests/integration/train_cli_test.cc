@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -172,4 +173,47 @@ TEST_CASE("bad input: a clear message and a non-zero exit code") {
   RunResult no_ckpt = RunRingtrain({"sample", "--ckpt", dir / "none", "--prompt", "a"}, dir.path());
   CHECK(no_ckpt.exit_code > 0);
   CHECK(Contains(no_ckpt.err, "none"));
+}
+
+TEST_CASE(
+    "prepare -> train -> sample continues a Vietnamese prompt with the checkpoint's tokenizer") {
+  TempDir dir;
+  {
+    std::ofstream text(dir / "vi.txt");
+    const char* paragraphs[] = {
+        "Hà Nội là thủ đô của nước Cộng hòa Xã hội chủ nghĩa Việt Nam.",
+        "Thành phố Hồ Chí Minh là thành phố đông dân nhất Việt Nam.",
+        "Sông Mê Kông chảy qua sáu quốc gia trước khi đổ ra Biển Đông.",
+        "Xin chào, tôi đang học tiếng Việt và rất thích đọc sách.",
+    };
+    for (int r = 0; r < 60; ++r) {
+      for (const char* p : paragraphs) text << p << "\n\n";
+    }
+  }
+  RunResult prep = RunRingtrain({"prepare", "--input", dir / "vi.txt", "--out", dir / "data",
+                                 "--vocab-size=320", "--val-fraction=0.1", "--threads=1"},
+                                dir.path());
+  INFO(prep.err);
+  REQUIRE(prep.exit_code == 0);
+  RunResult tr = RunRingtrain(Concat({"train", "--data", dir / "data", "--steps=30", "--ckpt-dir",
+                                      dir / "ckpt", "--eval-every=0"},
+                                     TinyModelFlags()),
+                              dir.path());
+  INFO(tr.err);
+  REQUIRE(tr.exit_code == 0);
+  RunResult s1 = RunRingtrain({"sample", "--ckpt", dir / "ckpt", "--prompt", "Xin chào",
+                               "--tokens=20", "--seed=5", "--precision=fp32"},
+                              dir.path());
+  INFO(s1.err);
+  REQUIRE(s1.exit_code == 0);
+  CHECK(s1.out.rfind("Xin chào", 0) == 0);  // the prompt, then the continuation
+  CHECK(s1.out.size() > std::string("Xin chào\n").size());
+  RunResult s2 = RunRingtrain({"sample", "--ckpt", dir / "ckpt/step-00000030", "--prompt",
+                               "Xin chào", "--tokens=20", "--seed=5", "--precision=fp32"},
+                              dir.path());
+  CHECK(s2.out == s1.out);  // same seed, same text; a step directory works too
+  RunResult e = RunRingtrain({"eval", "--ckpt", dir / "ckpt", "--data", dir / "data"}, dir.path());
+  INFO(e.err);
+  CHECK(e.exit_code == 0);
+  CHECK(Contains(e.out, "val_bpb"));
 }
