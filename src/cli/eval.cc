@@ -101,7 +101,7 @@ int RunEval(const std::vector<std::string>& positional) {
 const Subcommand& EvalSubcommand() {
   static const Subcommand sub{
       "eval",
-      "validation loss, perplexity and bits per byte of a checkpoint",
+      "Validation loss, perplexity and bits per byte of a checkpoint",
       "ringtrain eval --ckpt DIR --data DIR [--eval-tokens N] [--batch 8]\n"
       "Evaluates non-overlapping seq_len windows of the val split; bits per byte =\n"
       "loss / ln 2 * tokens / source bytes (comparable across tokenizers).",

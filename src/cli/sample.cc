@@ -87,7 +87,7 @@ int RunSample(const std::vector<std::string>& positional) {
 const Subcommand& SampleSubcommand() {
   static const Subcommand sub{
       "sample",
-      "continue a prompt with a trained model",
+      "Continue a prompt with a trained model (newest valid checkpoint)",
       "ringtrain sample --ckpt DIR --prompt \"Xin chào\" [--tokens 200] [--temperature 0.8]\n"
       "                 [--top-k 50] [--seed N]\n"
       "DIR is a --ckpt-dir (its newest valid checkpoint is used) or one step directory.",

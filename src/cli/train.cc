@@ -78,7 +78,7 @@ std::vector<std::string> TrainFlagNames() {
 
 const Subcommand& TrainSubcommand() {
   static const Subcommand sub{
-      "train", "train a GPT on prepared token shards (one peer; a ring with --hosts later)",
+      "train", "Train a GPT on prepared token shards (one peer; a ring with --hosts later)",
       "ringtrain train --data DIR [--layers 6 --heads 6 --dim 384 --seq-len 256] [--batch 8]\n"
       "                [--accum 1] [--steps 1000] [--lr 6e-4] [--ckpt-dir DIR [--resume]]\n"
       "                [--metrics FILE.jsonl] [--eval-every 100]\n"
