@@ -270,7 +270,9 @@ absl::Status TcpConnection::SendData(absl::Span<const uint8_t> data, uint8_t cod
 
 absl::Status TcpConnection::WaitSendsDone(absl::Duration timeout) {
   std::unique_lock<std::mutex> lock(mu_);
-  bool done = WaitFor(cv_, lock, timeout, [&] { return pending_data_ == 0 || !error_.ok(); });
+  // On failure, wait until the io thread closed the socket: only then is no write
+  // still reading the caller's bytes.
+  bool done = WaitFor(cv_, lock, timeout, [&] { return pending_data_ == 0 || closed_; });
   if (!error_.ok()) return error_;
   if (!done) {
     return absl::DeadlineExceededError(absl::StrFormat("%d message(s) to %s not sent within %s",
@@ -358,6 +360,7 @@ void TcpConnection::FailOnIoThread(const absl::Status& status) {
   asio::error_code ignored;
   socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
+  MarkClosed();
   if (handler) handler(status);
 }
 
@@ -384,7 +387,14 @@ void TcpConnection::Close() {
     asio::error_code ignored;
     self->socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
     self->socket_.close(ignored);
+    self->MarkClosed();
   });
+}
+
+void TcpConnection::MarkClosed() {
+  std::lock_guard<std::mutex> lock(mu_);
+  closed_ = true;
+  cv_.notify_all();
 }
 
 void TcpConnection::SetEpoch(uint64_t epoch) {

@@ -101,6 +101,7 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   void OnWritten(const asio::error_code& ec, size_t frames);
   absl::Status ErrorFromAsio(const asio::error_code& ec, const char* during) const;
   void FailOnIoThread(const absl::Status& status);
+  void MarkClosed();  // io thread, after closing the socket
 
   asio::ip::tcp::socket socket_;
   const LinkOptions options_;
@@ -127,6 +128,7 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   std::string peer_name_;
   absl::Status error_;
   bool error_reported_ = false;
+  bool closed_ = false;  // the socket is closed: no operation touches user bytes any more
   std::deque<OutFrame> out_;
   bool writing_ = false;
   size_t pending_data_ = 0;

@@ -182,12 +182,17 @@ struct Handshake : std::enable_shared_from_this<Handshake> {
     if (state == State::kHello) {
       absl::StatusOr<Hello> hello = DecodeHello(payload, peer);
       if (!hello.ok()) return Refuse(conn, hello.status(), std::string(hello.status().message()));
+      // Known before the checks so that a refusal is attributed to the claimed rank.
+      if (hello->rank >= 0 && hello->rank < node.num_hosts() && hello->rank != node.self_rank()) {
+        peer_rank = hello->rank;
+      }
       if (hello->cluster_id != opt.cluster_id) {
         return Refuse(conn,
                       absl::FailedPreconditionError(
                           absl::StrFormat("%s belongs to cluster '%s', this peer to '%s'", peer,
                                           hello->cluster_id, opt.cluster_id)),
-                      "cluster id differs");
+                      absl::StrFormat("cluster id differs: you are in '%s', I am in '%s'",
+                                      hello->cluster_id, opt.cluster_id));
       }
       if (hello->dialer == dialer) {
         return Refuse(conn, absl::DataLossError(peer + " sent a hello with the wrong role"),
@@ -198,7 +203,8 @@ struct Handshake : std::enable_shared_from_this<Handshake> {
                       absl::FailedPreconditionError(absl::StrFormat(
                           "%s answered as rank %d: do the hosts files differ between peers?", peer,
                           hello->rank)),
-                      "rank mismatch");
+                      absl::StrFormat("you answered as rank %d, I dialed rank %d", hello->rank,
+                                      expected_rank));
       }
       if (hello->rank < 0 || hello->rank >= node.num_hosts() || hello->rank == node.self_rank()) {
         return Refuse(conn,

@@ -12,9 +12,15 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "net/tcp_ring.h"
 
 namespace rt::net::testing {
+
+// core/log.cc formats times in absl::LocalTimeZone(); its first load inside the
+// (uninstrumented) libabsl_time_zone looks like a race to TSan when two threads log
+// at once. Load it once at start-up, before any test starts threads.
+inline const bool kTimeZoneLoaded = (absl::LocalTimeZone(), true);
 
 // `n` distinct ports that were free a moment ago (bound to port 0, then released).
 inline std::vector<uint16_t> FreePorts(int n) {
