@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "collective/bf16_feedback.h"
 #include "collective/small_collectives.h"
 #include "core/status_macros.h"
 
@@ -111,12 +112,8 @@ absl::Status RingAllreduce::RecvChunk(Range r) {
 
 void RingAllreduce::EncodeOwnChunk(Range r) {
   if (options_.wire == WireFormat::kFp32) return;  // fp32 chunks are sent from data_
-  for (size_t i = r.begin; i < r.end; ++i) {
-    const float v = data_[i];
-    const bf16_t q = FloatToBf16(v);
-    staging_[i] = q;
-    if (!residual_.empty()) residual_[i] = v - Bf16ToFloat(q);  // exact
-  }
+  RoundToBf16WithFeedback(data_.data() + r.begin, staging_.data() + r.begin,
+                          residual_.empty() ? nullptr : residual_.data() + r.begin, r.size());
 }
 
 void RingAllreduce::ReduceChunk(Range r) {
@@ -131,15 +128,11 @@ void RingAllreduce::ReduceChunk(Range r) {
     }
     return;
   }
-  const uint8_t* in = inbox_.data();
-  for (size_t i = 0; i < n; ++i) {
-    bf16_t incoming;
-    std::memcpy(&incoming, in + 2 * i, 2);
-    const float sum = Bf16ToFloat(incoming) + data_[r.begin + i];
-    const bf16_t q = FloatToBf16(sum);
-    staging_[r.begin + i] = q;
-    if (!residual_.empty()) residual_[r.begin + i] = sum - Bf16ToFloat(q);
-  }
+  // The partial sum rounded to bf16 is what travels on; its rounding error stays here.
+  incoming_.resize(n);
+  std::memcpy(incoming_.data(), inbox_.data(), 2 * n);
+  AddAndRoundToBf16(incoming_.data(), data_.data() + r.begin, staging_.data() + r.begin,
+                    residual_.empty() ? nullptr : residual_.data() + r.begin, n);
 }
 
 void RingAllreduce::StoreChunk(Range r) {

@@ -79,6 +79,7 @@ class RingAllreduce {
   size_t chunks_per_segment_ = 1;
   std::vector<bf16_t> staging_;  // bf16 wire: what we send / received final sums
   std::vector<uint8_t> inbox_;
+  std::vector<bf16_t> incoming_;  // bf16 wire: inbox_ as aligned bf16
   uint64_t bytes_sent_ = 0;
 };
 
