@@ -57,9 +57,13 @@ absl::Status RingAllreduce::run() {
       RETURN_IF_ERROR(SendChunk(ch));
     }
   }
-  // The allgather overwrites regions we sent during the reduce-scatter: the
-  // transport must be done reading them first.
-  RETURN_IF_ERROR(ring_->WaitSendsDone(options_.timeout));
+  // No WaitSendsDone here: waiting for all sends while every peer waits too, with
+  // the successor not receiving, deadlocks once a segment has more chunks than the
+  // links can buffer. Overwriting in the allgather is safe without it: the final
+  // sum of chunk c of segment s includes our contribution, which reached the
+  // successor in the very reduce-scatter message we sent from that region. So by
+  // the time that final chunk arrives here, the successor has taken our earlier
+  // message and the transport no longer reads those bytes.
 
   // Allgather, step k: the final sum of segment rank-k arrives; we keep it and pass
   // it on, except at the last step: our successor computed that segment itself.

@@ -9,6 +9,12 @@
 // RecvFromPrev calls fail with Unavailable once the queued messages are drained, and
 // its predecessor's SendToNext fails with Unavailable.
 //
+// Zero-copy mode (options.zero_copy) models the buffer-lifetime contract strictly:
+// SendToNext only records the span, the receiver copies it when it takes the
+// message, and WaitSendsDone blocks until the successor has taken every message
+// sent so far. A collective that changes bytes before WaitSendsDone shows up as a
+// wrong result (and as a data race under ThreadSanitizer).
+//
 // Thread safety: each returned transport is used by one thread at a time (as the
 // interface requires); different transports may be used from different threads.
 #pragma once
@@ -20,7 +26,12 @@
 
 namespace rt::net {
 
+struct InProcessRingOptions {
+  bool zero_copy = false;  // see above
+};
+
 // Returns n >= 1 connected transports; element i has rank() == i and size() == n.
-std::vector<std::unique_ptr<RingTransport>> MakeInProcessRing(int n);
+std::vector<std::unique_ptr<RingTransport>> MakeInProcessRing(
+    int n, const InProcessRingOptions& options = {});
 
 }  // namespace rt::net

@@ -48,29 +48,32 @@ TEST_CASE("bucketed reducer equals one big allreduce, with gradients arriving in
                       })[0]
                 .ok());
     std::vector<ReduceStepStats> stats(n);
-    auto status = RunOnRing(n, [&](net::RingTransport* t) -> absl::Status {
-      BucketedReducerOptions options;
-      options.bucket_bytes = 40000;  // 10000 floats: 11 buckets
-      options.allreduce.chunk_bytes = 8192;
-      BucketedReducer reducer(t, len, options);
-      // Two steps over the same reducer: the thread and state are reused.
-      for (int step = 0; step < 2; ++step) {
-        std::vector<float> grads = g[t->rank()];
-        absl::Status s = reducer.Start(absl::MakeSpan(grads), step);
-        if (!s.ok()) return s;
-        for (size_t o = len; o > 0;) {  // "backward": layers finish from the end
-          o = o > 7777 ? o - 7777 : 0;
-          reducer.GradReady(o);
-          std::this_thread::yield();
-        }
-        s = reducer.Finish(&stats[t->rank()]);
-        if (!s.ok()) return s;
-        if (std::memcmp(grads.data(), want[t->rank()].data(), len * 4) != 0) {
-          return absl::InternalError("bucketed result differs from one big allreduce");
-        }
-      }
-      return absl::OkStatus();
-    });
+    auto status = RunOnRing(
+        n,
+        [&](net::RingTransport* t) -> absl::Status {
+          BucketedReducerOptions options;
+          options.bucket_bytes = 40000;  // 10000 floats: 11 buckets
+          options.allreduce.chunk_bytes = 8192;
+          BucketedReducer reducer(t, len, options);
+          // Two steps over the same reducer: the thread and state are reused.
+          for (int step = 0; step < 2; ++step) {
+            std::vector<float> grads = g[t->rank()];
+            absl::Status s = reducer.Start(absl::MakeSpan(grads), step);
+            if (!s.ok()) return s;
+            for (size_t o = len; o > 0;) {  // "backward": layers finish from the end
+              o = o > 7777 ? o - 7777 : 0;
+              reducer.GradReady(o);
+              std::this_thread::yield();
+            }
+            s = reducer.Finish(&stats[t->rank()]);
+            if (!s.ok()) return s;
+            if (std::memcmp(grads.data(), want[t->rank()].data(), len * 4) != 0) {
+              return absl::InternalError("bucketed result differs from one big allreduce");
+            }
+          }
+          return absl::OkStatus();
+        },
+        /*zero_copy=*/true);
     for (int p = 0; p < n; ++p) {
       INFO("N=" << n << " peer " << p << ": " << status[p].ToString());
       CHECK(status[p].ok());

@@ -88,3 +88,29 @@ TEST_CASE("in-process ring of one peer has no neighbours") {
 
 }  // namespace
 }  // namespace rt::net
+
+namespace rt::net {
+namespace {
+
+TEST_CASE("zero-copy ring: WaitSendsDone returns only after the successor took the bytes") {
+  InProcessRingOptions options;
+  options.zero_copy = true;
+  auto ring = MakeInProcessRing(2, options);
+  std::vector<uint8_t> payload = {1, 2, 3};
+  REQUIRE(ring[0]->SendToNext(payload).ok());
+  // Nobody receives: the wait times out with a message saying what is pending.
+  absl::Status s = ring[0]->WaitSendsDone(absl::Milliseconds(30));
+  CHECK(s.code() == absl::StatusCode::kDeadlineExceeded);
+  CHECK(s.message().find("did not take 1 queued") != std::string::npos);
+  std::thread receiver([&] {
+    std::vector<uint8_t> got;
+    CHECK(ring[1]->RecvFromPrev(&got, absl::Seconds(5)).ok());
+    CHECK(got == std::vector<uint8_t>({1, 2, 3}));
+  });
+  CHECK(ring[0]->WaitSendsDone(absl::Seconds(5)).ok());
+  receiver.join();
+  payload[0] = 9;  // allowed now: the message was taken
+}
+
+}  // namespace
+}  // namespace rt::net

@@ -39,6 +39,9 @@ TEST_CASE("ring allreduce is exact for N = 1..5 and awkward lengths") {
     if (n > 1) lengths.push_back(n - 1);
     for (size_t len : lengths) {
       for (size_t chunk_bytes : {size_t{64}, size_t{1} << 20}) {
+        // Zero-copy: the transport reads our buffer only when the successor takes
+        // the message, so an early overwrite or a deadlocking wait would show.
+        const bool zero_copy = chunk_bytes == 64;
         INFO("N=" << n << " length=" << len << " chunk_bytes=" << chunk_bytes);
         std::vector<std::vector<float>> data(n, std::vector<float>(len));
         for (int p = 0; p < n; ++p)
@@ -46,9 +49,12 @@ TEST_CASE("ring allreduce is exact for N = 1..5 and awkward lengths") {
         AllreduceOptions options;
         options.chunk_bytes = chunk_bytes;
         options.timeout = absl::Seconds(20);
-        CheckAllOk(RunOnRing(n, [&](net::RingTransport* t) {
-          return AllreduceSum(t, absl::MakeSpan(data[t->rank()]), options);
-        }));
+        CheckAllOk(RunOnRing(
+            n,
+            [&](net::RingTransport* t) {
+              return AllreduceSum(t, absl::MakeSpan(data[t->rank()]), options);
+            },
+            zero_copy));
         bool all_exact = true;
         for (size_t i = 0; i < len; ++i) {
           float want = 0;
@@ -134,11 +140,14 @@ TEST_CASE("bf16 wire: identical results, bf16-exact values, conserved sum via re
     AllreduceOptions options;
     options.wire = WireFormat::kBf16;
     options.chunk_bytes = 1000;
-    CheckAllOk(RunOnRing(n, [&](net::RingTransport* t) {
-      RingAllreduce op(t, absl::MakeSpan(data[t->rank()]), options,
-                       absl::MakeSpan(residual[t->rank()]));
-      return op.run();
-    }));
+    CheckAllOk(RunOnRing(
+        n,
+        [&](net::RingTransport* t) {
+          RingAllreduce op(t, absl::MakeSpan(data[t->rank()]), options,
+                           absl::MakeSpan(residual[t->rank()]));
+          return op.run();
+        },
+        /*zero_copy=*/true));
     double worst = 0;
     for (size_t i = 0; i < len; ++i) {
       double in = 0, kept = 0;

@@ -11,9 +11,14 @@
 
 namespace rt::collective::testing {
 
+// zero_copy: the transport reads the sender's bytes only when the receiver takes
+// them (strict buffer-lifetime check, see inproc_ring_transport.h).
 inline std::vector<absl::Status> RunOnRing(
-    int n, const std::function<absl::Status(net::RingTransport*)>& per_peer) {
-  auto ring = net::MakeInProcessRing(n);
+    int n, const std::function<absl::Status(net::RingTransport*)>& per_peer,
+    bool zero_copy = false) {
+  net::InProcessRingOptions options;
+  options.zero_copy = zero_copy;
+  auto ring = net::MakeInProcessRing(n, options);
   std::vector<absl::Status> status(n);
   std::vector<std::thread> threads;
   for (int p = 0; p < n; ++p) {

@@ -48,14 +48,17 @@ TEST_CASE("sparse exchange equals the dense sum of the same sparse vectors") {
       }
       std::vector<std::vector<float>> out(n, std::vector<float>(len, 99.0f));
       std::vector<uint64_t> sent(n, 0);
-      auto status = RunOnRing(n, [&](net::RingTransport* t) -> absl::Status {
-        std::vector<uint8_t> bytes;
-        EncodeSparse(sparse[t->rank()], len, t->rank() % 2 ? 3 : 0, &bytes);
-        absl::Status s = SparseAllgatherSum(t, bytes, absl::MakeSpan(out[t->rank()]),
-                                            absl::Seconds(20), &sent[t->rank()]);
-        if (!s.ok()) return s;
-        return AllreduceSum(t, absl::MakeSpan(dense[t->rank()]));
-      });
+      auto status = RunOnRing(
+          n,
+          [&](net::RingTransport* t) -> absl::Status {
+            std::vector<uint8_t> bytes;
+            EncodeSparse(sparse[t->rank()], len, t->rank() % 2 ? 3 : 0, &bytes);
+            absl::Status s = SparseAllgatherSum(t, bytes, absl::MakeSpan(out[t->rank()]),
+                                                absl::Seconds(20), &sent[t->rank()]);
+            if (!s.ok()) return s;
+            return AllreduceSum(t, absl::MakeSpan(dense[t->rank()]));
+          },
+          /*zero_copy=*/integers);
       for (int p = 0; p < n; ++p) REQUIRE(status[p].ok());
       INFO("N=" << n << " integers=" << integers);
       for (int p = 0; p < n; ++p) {
