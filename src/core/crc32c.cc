@@ -2,11 +2,11 @@
 // on Zen 5), SSE4.2 crc32 in three interleaved chains (~12 GB/s), a portable table.
 //
 // crc32 chains: the crc32 instruction has a latency of ~3 cycles but a throughput of
-// one per cycle, so one dependent chain runs at a third of the possible speed. The SSE4.2 path splits
-// a block into three equal lanes, runs three independent chains, and joins them: the
-// CRC register is linear over GF(2), so crc(A|B) = Shift(crc(A), |B|) ^ crc0(B), where
-// Shift appends |B| zero bytes; for the two fixed lane lengths it is four table
-// lookups (tables built once from the "append one zero byte" matrix).
+// one per cycle, so one dependent chain runs at a third of the possible speed. The
+// SSE4.2 path splits a block into three equal lanes, runs three independent chains, and joins them:
+// the CRC register is linear over GF(2), so crc(A|B) = Shift(crc(A), |B|) ^ crc0(B), where Shift
+// appends |B| zero bytes; for the two fixed lane lengths it is four table lookups (tables built
+// once from the "append one zero byte" matrix).
 #include "core/crc32c.h"
 
 #include <immintrin.h>
