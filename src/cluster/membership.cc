@@ -130,6 +130,12 @@ void Membership::OnStepCompleted(StateVersion state, int64_t now_ms) {
   at_step_boundary_ = false;
 }
 
+void Membership::OnStateTransferFailed(StateVersion state, int64_t now_ms) {
+  state_ = state;
+  if (phase_ == Phase::kMember) disrupted_ = true;
+  Evaluate(now_ms);
+}
+
 void Membership::OnHostsFileChanged(std::vector<PeerId> hosts, int64_t now_ms) {
   cfg_.hosts = std::move(hosts);
   hosts_fp_ = HostsFingerprint(cfg_.hosts);
@@ -179,8 +185,24 @@ void Membership::HandleHeartbeat(const PeerId& from, const Heartbeat& m, int64_t
                          "agreed view",
                          from, m.hosts_fingerprint, hosts_fp_));
   }
+  if (m.view.empty() || !m.view.Contains(from)) return;
+  // Two proposers of the same epoch can both commit when members switched their
+  // promise between them; only one of the views can form a ring. The one whose
+  // leader ranks lower wins (then the smaller member list); the other's holders
+  // rejoin. A view held only by its proposer is thereby dissolved too.
+  if (m.view.epoch == view_.epoch && m.view != view_ && phase_ == Phase::kMember) {
+    const bool theirs_wins = Rank(m.view.leader()) != Rank(view_.leader())
+                                 ? Rank(m.view.leader()) < Rank(view_.leader())
+                                 : m.view.members < view_.members;
+    if (theirs_wins) {
+      BecomeOutOfDate(absl::StrFormat("%s holds the conflicting %s", from, m.view.ToString()),
+                      now_ms);
+      known_view_ = m.view;
+    }
+    return;
+  }
   // A newer view installed elsewhere, held by its member `from`.
-  if (m.view.empty() || !m.view.Contains(from) || m.view.epoch <= view_.epoch) return;
+  if (m.view.epoch <= view_.epoch) return;
   if (m.view.epoch >= known_view_.epoch) known_view_ = m.view;
   if (phase_ == Phase::kChanging) {
     if (m.view.epoch < promised_epoch_) return;  // our pending change supersedes it
@@ -396,9 +418,22 @@ void Membership::MaybePropose(int64_t now_ms) {
   if (have_proposal_ || now_ms < next_proposal_ms_) return;
   const bool boundary = at_step_boundary_ || !CanTrain();
   if (phase_ == Phase::kMember) {
-    std::vector<PeerId> alive = AliveMembers(now_ms);
+    // Members that are alive and really in this view. A straggler (alive, but still
+    // reporting another view well after the install) cannot lead or train in it: it
+    // is left out and readmitted as a joiner.
+    std::vector<PeerId> alive;
+    bool change = disrupted_;
+    for (const PeerId& m : AliveMembers(now_ms)) {
+      const PeerInfo& info = peers_[m];
+      if (m != cfg_.self && info.have_heartbeat && info.last_heartbeat.view != view_ &&
+          now_ms - install_ms_ > cfg_.proposal_timeout_ms) {
+        change = true;
+        continue;
+      }
+      alive.push_back(m);
+    }
     if (alive.empty() || alive.front() != cfg_.self) return;  // not the acting leader
-    bool change = disrupted_ || alive.size() != view_.members.size();
+    change = change || alive.size() != view_.members.size();
     // Suspicions reported by members: drop the higher-ranked peer of each pair.
     std::set<PeerId> dropped;
     for (const PeerId& q : alive) {
@@ -406,11 +441,7 @@ void Membership::MaybePropose(int64_t now_ms) {
       const PeerInfo& info = peers_[q];
       if (!info.have_heartbeat) continue;
       const Heartbeat& hb = info.last_heartbeat;
-      if (hb.view.epoch != view_.epoch) {
-        // Not (yet) in our view: a straggler that missed the commit.
-        if (now_ms - install_ms_ > cfg_.proposal_timeout_ms) change = true;
-        continue;
-      }
+      if (hb.view != view_) continue;  // not yet reported on this view
       if (hb.disrupted) change = true;
       for (const PeerId& s : hb.suspects) {
         if (s == q || std::find(alive.begin(), alive.end(), s) == alive.end()) continue;
@@ -432,7 +463,8 @@ void Membership::MaybePropose(int64_t now_ms) {
     }
     if (boundary) {
       for (const PeerId& j : pending_joiners_) {
-        if (IsAlive(j, now_ms) && RankOf(agreed_hosts_, j) >= 0 && !view_.Contains(j)) {
+        if (IsAlive(j, now_ms) && RankOf(agreed_hosts_, j) >= 0 &&
+            std::find(members.begin(), members.end(), j) == members.end()) {
           members.push_back(j);
           change = true;
         }
@@ -607,10 +639,15 @@ void Membership::Evaluate(int64_t now_ms) {
       (!IsAlive(promised_to_, now_ms) || now_ms - promised_ms_ > 3 * cfg_.proposal_timeout_ms)) {
     RevertPhase();
   }
-  // A joiner whose target view has no live member any more starts over.
+  // A joiner whose target view has no live member that still holds it starts over
+  // (forming a view among the hosts that are alive).
   if (phase_ == Phase::kJoining) {
     bool any = false;
-    for (const PeerId& m : known_view_.members) any = any || IsAlive(m, now_ms);
+    for (const PeerId& m : known_view_.members) {
+      if (m == cfg_.self || !IsAlive(m, now_ms)) continue;
+      const PeerInfo& info = peers_[m];
+      any = any || (info.have_heartbeat && info.last_heartbeat.view.epoch == known_view_.epoch);
+    }
     if (!any) {
       known_view_ = View{};
       phase_ = Phase::kForming;

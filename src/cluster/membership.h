@@ -116,6 +116,10 @@ class Membership {
   void OnStepCompleted(StateVersion state, int64_t now_ms);
   // The trainer loaded/received state outside a step (e.g. after a state transfer).
   void SetState(StateVersion state) { state_ = state; }
+  // The state transfer ordered by kInstallView failed (the source died or no longer
+  // holds the agreed version): this peer now holds `state` (often step -1) and its
+  // ring cannot form, so the view is disrupted and a new one will be proposed.
+  void OnStateTransferFailed(StateVersion state, int64_t now_ms);
   // The hosts file was re-read (SIGHUP or change noticed).
   void OnHostsFileChanged(std::vector<PeerId> hosts, int64_t now_ms);
   // This peer stops (SIGTERM) at a step boundary: tells the members, then kLeft.

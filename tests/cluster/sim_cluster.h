@@ -21,8 +21,10 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <random>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cluster/membership.h"
@@ -37,6 +39,8 @@ struct SimOptions {
   int64_t proposal_timeout_ms = 300;
   int64_t startup_grace_ms = 500;
   int min_peers = 0;
+  int max_delay_ticks = 1;  // each message takes 1..max_delay_ticks (FIFO per link)
+  uint32_t delay_seed = 1;
 };
 
 struct SimState {
@@ -46,7 +50,7 @@ struct SimState {
 
 class SimCluster {
  public:
-  SimCluster(int n, SimOptions options) : options_(options) {
+  SimCluster(int n, SimOptions options) : options_(options), rng_(options.delay_seed) {
     for (int i = 0; i < n; ++i) hosts_.push_back(Name(i));
     peers_.resize(n);
     for (int i = 0; i < n; ++i) host_files_[i] = hosts_;
@@ -111,6 +115,7 @@ class SimCluster {
   const std::vector<std::string>& Log() const { return log_; }
   int view_changes() const { return view_changes_; }
   int64_t steps_trained() const { return steps_trained_; }
+  int refused_transfers() const { return refused_transfers_; }
 
   void Run(int64_t duration_ms) {
     const int64_t end = now_ms_ + duration_ms;
@@ -165,7 +170,11 @@ class SimCluster {
     SimState state;
     View installed;  // the view the simulated trainer runs in
     int64_t step_started_ms = -1;
-    std::vector<std::vector<uint8_t>> inbox;
+    struct InFlight {
+      int64_t deliver_ms;
+      std::vector<uint8_t> bytes;
+    };
+    std::vector<InFlight> inbox;  // in send order; FIFO per link is kept by deliver_ms
   };
 
   bool Reachable(int a, int b) const {
@@ -185,10 +194,13 @@ class SimCluster {
     for (size_t i = 0; i < peers_.size(); ++i) {
       Peer& p = peers_[i];
       if (!Live(static_cast<int>(i)) || p.stopped) continue;
-      std::vector<std::vector<uint8_t>> inbox;
-      inbox.swap(p.inbox);
-      for (const auto& bytes : inbox) {
-        auto e = DecodeEnvelope(bytes, "sim");
+      std::vector<Peer::InFlight> due, later;
+      for (auto& f : p.inbox) (f.deliver_ms <= now_ms_ ? due : later).push_back(std::move(f));
+      p.inbox.swap(later);
+      std::stable_sort(due.begin(), due.end(),
+                       [](const auto& a, const auto& b) { return a.deliver_ms < b.deliver_ms; });
+      for (const auto& f : due) {
+        auto e = DecodeEnvelope(f.bytes, "sim");
         REQUIRE_MESSAGE(e.ok(), e.status().ToString());
         if (Live(static_cast<int>(i))) p.m->OnEnvelope(*e, now_ms_);
       }
@@ -209,7 +221,11 @@ class SimCluster {
       for (Outgoing& o : p.m->TakeOutgoing()) {
         const int to = IndexOf(o.to);
         if (to < 0 || !Live(to) || !Reachable(static_cast<int>(i), to)) continue;
-        peers_[to].inbox.push_back(EncodeEnvelope(o.envelope));
+        const int64_t delay =
+            options_.tick_ms * (1 + static_cast<int64_t>(rng_() % options_.max_delay_ticks));
+        int64_t& last = link_last_ms_[{static_cast<int>(i), to}];
+        last = std::max(last, now_ms_ + delay);  // TCP: in order per link
+        peers_[to].inbox.push_back({last, EncodeEnvelope(o.envelope)});
       }
     }
   }
@@ -224,11 +240,16 @@ class SimCluster {
         if (d.need_state) {
           const int src = IndexOf(d.agreement.source);
           REQUIRE_MESSAGE(src >= 0, d.agreement.source);
-          // The source must hold exactly the agreed state (it may be dead by now in
-          // reality; here the transfer is instantaneous).
-          CHECK_MESSAGE(peers_[src].state.version == d.agreement.resume, "source ",
-                        d.agreement.source, " holds ", peers_[src].state.version.ToString(),
-                        " not ", d.agreement.resume.ToString());
+          // A transfer names the agreed version; a source that no longer holds it
+          // (this commit was delivered late, e.g. after SIGCONT, and the cluster moved
+          // on) refuses, and the receiver holds no state until it is readmitted.
+          if (!Live(src) || peers_[src].state.version != d.agreement.resume) {
+            ++refused_transfers_;
+            p.state = SimState{{0, -1}, 0};
+            p.m->OnStateTransferFailed(p.state.version, now_ms_);
+            p.installed = View{};
+            break;
+          }
           p.state = peers_[src].state;
         } else {
           CHECK_MESSAGE(p.state.version == d.agreement.resume, Name(i), " holds ",
@@ -296,10 +317,13 @@ class SimCluster {
   std::map<int, std::vector<PeerId>> host_files_;
   std::vector<Peer> peers_;
   std::set<int> side_;
+  std::mt19937 rng_;
+  std::map<std::pair<int, int>, int64_t> link_last_ms_;
   int64_t now_ms_ = 0;
   std::vector<std::string> log_;
   int view_changes_ = 0;
   int64_t steps_trained_ = 0;
+  int refused_transfers_ = 0;
 };
 
 }  // namespace rt::cluster::testing
