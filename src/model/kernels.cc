@@ -243,7 +243,8 @@ void GeluBackwardGeneric(float* d, const float* inp, int64_t n) {
 RT_AVX512 void SoftmaxRowAvx512(float* a, int64_t n, int64_t T, float scale) {
   __m512 vmax = _mm512_set1_ps(-INFINITY);
   for (int64_t j = 0; j < n; j += 16) {
-    vmax = _mm512_mask_max_ps(vmax, TailMask(n - j), vmax, _mm512_loadu_ps(a + j));
+    const __mmask16 k = TailMask(n - j);
+    vmax = _mm512_mask_max_ps(vmax, k, vmax, _mm512_maskz_loadu_ps(k, a + j));
   }
   const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(vmax) * scale);
   const __m512 vs = _mm512_set1_ps(scale);
@@ -308,7 +309,8 @@ RT_AVX512 double CrossEntropyRowAvx512(float* x, int64_t V, int32_t target, bool
                                        float gs) {
   __m512 vmax = _mm512_set1_ps(-INFINITY);
   for (int64_t j = 0; j < V; j += 16) {
-    vmax = _mm512_mask_max_ps(vmax, TailMask(V - j), vmax, _mm512_loadu_ps(x + j));
+    const __mmask16 k = TailMask(V - j);
+    vmax = _mm512_mask_max_ps(vmax, k, vmax, _mm512_maskz_loadu_ps(k, x + j));
   }
   const float mx = _mm512_reduce_max_ps(vmax);
   const __m512 m = _mm512_set1_ps(mx);
