@@ -218,6 +218,7 @@ void TokenShardWriter::Abandon() {
 
 absl::Status TokenShardWriter::Append(absl::Span<const uint32_t> tokens) {
   if (fd_ < 0) return absl::FailedPreconditionError("token shard " + path_ + " is not open");
+  if (tokens.empty()) return absl::OkStatus();
   for (uint32_t t : tokens) {
     if (t >= static_cast<uint32_t>(vocab_size_)) {
       return absl::InvalidArgumentError(absl::StrFormat(
