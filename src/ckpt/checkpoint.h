@@ -24,12 +24,12 @@
 // line has an empty value). Keys must not be empty. Section names are 1..128 bytes of
 // [A-Za-z0-9_.-], do not start with '.', and are not "manifest".
 //
-// ATOMICITY. WriteCheckpoint writes everything into <ckpt_dir>/.tmp-step-<step>-<pid>/,
+// ATOMICITY. WriteCheckpoint writes everything into <ckpt_dir>/.tmp-step-<step>-<host>-<pid>/,
 // fsyncs every file and that directory, renames it to step-<step> and fsyncs ckpt_dir.
 // A crash at any point leaves either the complete checkpoint or a temporary directory
 // that readers ignore and the next successful write deletes. If step-<step> already
 // exists (same step, older or equal (epoch, step), or invalid) it is first renamed to
-// .old-step-<step>-<pid> and deleted after the new one is in place.
+// .old-step-<step>-<host>-<pid> and deleted after the new one is in place.
 //
 // STALE WRITERS. A checkpoint is "newer" than another if its (epoch, step) pair is
 // larger (epoch first). WriteCheckpoint refuses (FailedPrecondition) when ckpt_dir

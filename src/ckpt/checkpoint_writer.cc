@@ -96,23 +96,37 @@ absl::Status CheckNotStale(const std::string& ckpt_dir, const CheckpointMeta& me
   return absl::OkStatus();
 }
 
-// "<prefix>step-00000012-<pid>": the step of a temp/old directory name, or -1.
+// "<prefix>step-00000012-<writer>": the step of a temp/old directory name, or -1.
 int64_t StepOfScratchDir(absl::string_view name) {
   if (!absl::ConsumePrefix(&name, kTmpPrefix) && !absl::ConsumePrefix(&name, kOldPrefix)) {
     return -1;
   }
-  const size_t dash = name.rfind('-');
+  const size_t dash = name.find('-', 5);  // the dash after "step-<digits>"
   if (dash == absl::string_view::npos) return -1;
   int64_t step = 0;
   if (!ParseStepDirName(name.substr(0, dash), &step)) return -1;
   return step;
 }
 
+// "<host>-<pid>" (host reduced to [A-Za-z0-9.]) names this writer in scratch directory
+// names, so writers on different machines sharing a directory never collide.
+std::string WriterTag() {
+  char host[256] = {0};
+  if (::gethostname(host, sizeof(host) - 1) != 0) host[0] = 0;
+  std::string tag;
+  for (const char* c = host; *c; ++c) {
+    const bool ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                    (*c >= '0' && *c <= '9') || *c == '.';
+    tag.push_back(ok ? *c : '_');
+  }
+  return absl::StrCat(tag.empty() ? "host" : tag, "-", ::getpid());
+}
+
 // Moves `dir` out of the way atomically (so nobody sees a half-deleted checkpoint),
 // then deletes it.
 absl::Status RetireDir(const std::string& ckpt_dir, const std::string& name) {
   const std::string from = ckpt_dir + "/" + name;
-  const std::string to = absl::StrCat(ckpt_dir, "/", kOldPrefix, name, "-", ::getpid());
+  const std::string to = absl::StrCat(ckpt_dir, "/", kOldPrefix, name, "-", WriterTag());
   RETURN_IF_ERROR(RemoveTree(to));
   if (::rename(from.c_str(), to.c_str()) != 0) return ErrnoError(errno, "rename", from);
   return RemoveTree(to);
@@ -206,7 +220,7 @@ absl::Status WriteContents(const std::string& tmp, const CheckpointMeta& meta,
 absl::Status Publish(const std::string& ckpt_dir, const std::string& tmp,
                      const std::string& final_name) {
   const std::string final_path = ckpt_dir + "/" + final_name;
-  const std::string aside = absl::StrCat(ckpt_dir, "/", kOldPrefix, final_name, "-", ::getpid());
+  const std::string aside = absl::StrCat(ckpt_dir, "/", kOldPrefix, final_name, "-", WriterTag());
   std::error_code ec;
   const bool replacing = fs::exists(final_path, ec);
   if (replacing) {
@@ -234,13 +248,17 @@ absl::Status WriteCheckpoint(const std::string& ckpt_dir_in, const CheckpointMet
   const std::string ckpt_dir = StripTrailingSlashes(ckpt_dir_in);
   RETURN_IF_ERROR(ValidateRequest(ckpt_dir, meta, sections, keep));
   std::error_code ec;
-  fs::create_directories(ckpt_dir, ec);
+  const bool created = fs::create_directories(ckpt_dir, ec);
   if (ec) return ErrnoError(ec.value(), "create directory", ckpt_dir);
+  if (created) {  // make the new directory's entry durable too
+    const fs::path parent = fs::path(ckpt_dir).parent_path();
+    RETURN_IF_ERROR(FsyncDirectory(parent.empty() ? "." : parent.string()));
+  }
   RETURN_IF_ERROR(CheckNotStale(ckpt_dir, meta));
 
   const std::string final_name = StepDirName(meta.step);
-  const std::string tmp = absl::StrCat(ckpt_dir, "/", kTmpPrefix, final_name, "-", ::getpid());
-  RETURN_IF_ERROR(RemoveTree(tmp));  // a leftover of this pid's own failed attempt
+  const std::string tmp = absl::StrCat(ckpt_dir, "/", kTmpPrefix, final_name, "-", WriterTag());
+  RETURN_IF_ERROR(RemoveTree(tmp));  // a leftover of this writer's own failed attempt
   if (::mkdir(tmp.c_str(), 0755) != 0) return ErrnoError(errno, "create directory", tmp);
 
   absl::Status s = WriteContents(tmp, meta, sections);

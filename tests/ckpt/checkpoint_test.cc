@@ -313,7 +313,7 @@ TEST_CASE("temp dirs of an interrupted write are ignored by readers and cleaned 
   fs::create_directory(tmp / ".tmp-step-00000030-99999");
   std::ofstream(tmp / ".tmp-step-00000030-99999/params.bin") << "partial";
   fs::create_directory(tmp / ".tmp-step-00000090-99998");
-  fs::create_directory(tmp / ".old-step-00000010-99997");
+  fs::create_directory(tmp / ".old-step-00000010-peer-b.example-99997");
 
   std::vector<std::string> problems;
   auto c = OpenLatestValidCheckpoint(tmp.path(), &problems);
