@@ -227,6 +227,14 @@ TEST_CASE("a rerun replaces old shards and temporary files") {
   CHECK_FALSE(std::filesystem::exists(tmp / "out/val-00000.bin.tmp"));
   CHECK(std::filesystem::exists(tmp / "out/keep.txt"));
   CHECK(TokenDataset::Open(tmp / "out", "train").ok());
+  // A replaced tokenizer no longer matches the manifest.
+  std::string model = ReadFile(tmp / "out/tokenizer.model");
+  model[model.size() / 2] ^= 1;
+  WriteFile(tmp / "out/tokenizer.model", model);
+  auto ds = TokenDataset::Open(tmp / "out", "train");
+  REQUIRE_FALSE(ds.ok());
+  CHECK(std::string(ds.status().message()).find("tokenizer.model does not match") !=
+        std::string::npos);
 }
 
 TEST_CASE("the CLI refuses an empty input set and a missing --out with a message") {
