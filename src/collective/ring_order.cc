@@ -73,6 +73,23 @@ std::vector<int> GreedyFrom(const Matrix& bw, const Matrix& rtt, int start) {
   return order;
 }
 
+// Links running at exactly the bottleneck bandwidth. Fewer is progress toward a
+// higher bottleneck even while the bottleneck itself does not move yet.
+int LinksAtBottleneck(const Matrix& bw, const RingOrder& r) {
+  const size_t n = r.order.size();
+  int count = 0;
+  for (size_t i = 0; i < n; ++i) count += bw[r.order[i]][r.order[(i + 1) % n]] == r.bottleneck_bps;
+  return count;
+}
+
+// Local search objective: bottleneck, then fewer links at it, then RTT.
+bool SearchBetter(const Matrix& bw, const RingOrder& a, const RingOrder& b) {
+  if (a.bottleneck_bps != b.bottleneck_bps) return a.bottleneck_bps > b.bottleneck_bps;
+  const int la = LinksAtBottleneck(bw, a), lb = LinksAtBottleneck(bw, b);
+  if (la != lb) return la < lb;
+  return a.total_rtt_s < b.total_rtt_s;
+}
+
 // First-improvement local search: 2-opt segment reversals and single-peer moves,
 // repeated until no move improves (bounded number of rounds).
 RingOrder LocalSearch(const Matrix& bw, const Matrix& rtt, RingOrder cur) {
@@ -84,7 +101,7 @@ RingOrder LocalSearch(const Matrix& bw, const Matrix& rtt, RingOrder cur) {
         std::vector<int> cand = cur.order;
         std::reverse(cand.begin() + i, cand.begin() + j + 1);
         RingOrder c = EvaluateRingOrder(bw, rtt, cand);
-        if (Better(c, cur)) cur = c, improved = true;
+        if (SearchBetter(bw, c, cur)) cur = c, improved = true;
       }
     }
     for (int i = 1; i < n && !improved; ++i) {
@@ -95,7 +112,7 @@ RingOrder LocalSearch(const Matrix& bw, const Matrix& rtt, RingOrder cur) {
         cand.erase(cand.begin() + i);
         cand.insert(cand.begin() + j, peer);
         RingOrder c = EvaluateRingOrder(bw, rtt, cand);
-        if (Better(c, cur)) cur = c, improved = true;
+        if (SearchBetter(bw, c, cur)) cur = c, improved = true;
       }
     }
     if (!improved) break;
@@ -140,7 +157,9 @@ absl::StatusOr<RingOrder> ComputeRingOrder(const Matrix& bw, const Matrix& rtt) 
   std::vector<int> identity(n);
   std::iota(identity.begin(), identity.end(), 0);
   RingOrder best = LocalSearch(bw, rtt, EvaluateRingOrder(bw, rtt, identity));
-  for (int start = 0; start < n; ++start) {
+  // Greedy tours from the first few starts (bounded work: each local search is
+  // O(N^3) per round), each improved by local search.
+  for (int start = 0; start < std::min(n, 8); ++start) {
     RingOrder c = EvaluateRingOrder(bw, rtt, StartAtZero(GreedyFrom(bw, rtt, start)));
     c = LocalSearch(bw, rtt, c);
     if (Better(c, best)) best = std::move(c);
