@@ -11,6 +11,10 @@
 // socket is closed and every waiter returns the error, which names the peer.
 #pragma once
 
+// A libstdc++ header must come before asio.hpp: Asio decides between aligned_alloc
+// and operator new from _GLIBCXX_HAVE_ALIGNED_ALLOC, and translation units that
+// decide differently pair malloc with delete (AddressSanitizer: alloc-dealloc-mismatch).
+#include <cstddef>
 #ifndef ASIO_STANDALONE
 #define ASIO_STANDALONE 1
 #endif
