@@ -273,6 +273,7 @@ absl::Status TcpConnection::WaitSendsDone(absl::Duration timeout) {
   // On failure, wait until the io thread closed the socket: only then is no write
   // still reading the caller's bytes.
   bool done = WaitFor(cv_, lock, timeout, [&] { return pending_data_ == 0 || closed_; });
+  if (pending_data_ == 0) return absl::OkStatus();  // all handed over, even if it failed since
   if (!error_.ok()) return error_;
   if (!done) {
     return absl::DeadlineExceededError(absl::StrFormat("%d message(s) to %s not sent within %s",

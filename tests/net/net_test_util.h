@@ -5,8 +5,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <functional>
 #include <memory>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,20 +24,27 @@ namespace rt::net::testing {
 // at once. Load it once at start-up, before any test starts threads.
 inline const bool kTimeZoneLoaded = (absl::LocalTimeZone(), true);
 
-// `n` distinct ports that were free a moment ago (bound to port 0, then released).
+// `n` distinct ports that were free a moment ago. Drawn at random below the kernel's
+// ephemeral range (32768+), so outgoing connections of tests running in parallel
+// never take them; a port another test holds fails bind() and is skipped.
 inline std::vector<uint16_t> FreePorts(int n) {
+  static std::mt19937 rng(
+      static_cast<uint32_t>(getpid()) * 2654435761u ^
+      static_cast<uint32_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
   std::vector<int> fds;
   std::vector<uint16_t> ports;
-  for (int i = 0; i < n; ++i) {
+  while (static_cast<int>(ports.size()) < n) {
+    uint16_t port = static_cast<uint16_t>(20000 + rng() % 12000);
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = 0;
-    bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-    socklen_t len = sizeof(a);
-    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    ports.push_back(ntohs(a.sin_port));
+    a.sin_port = htons(port);
+    if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+      close(fd);
+      continue;
+    }
+    ports.push_back(port);
     fds.push_back(fd);
   }
   for (int fd : fds) close(fd);

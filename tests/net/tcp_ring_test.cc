@@ -127,7 +127,8 @@ TEST_CASE("tcp ring: N=3 and N=4 exchange large and small messages in order") {
   }
 }
 
-TEST_CASE("tcp ring: ring order is a caller-given permutation; re-forming on the same nodes") {
+TEST_CASE(
+    "tcp ring: ring order is a caller-given permutation and rings re-form on the same nodes") {
   const int n = 4;
   auto hosts = LoopbackHosts(n);
   const std::vector<int> order = {2, 0, 3, 1};
@@ -214,7 +215,7 @@ TEST_CASE("tcp ring: different cluster ids are refused") {
   CHECK(Contains(results[0].status(), "other-job"));
 }
 
-TEST_CASE("tcp ring: strangers sending garbage or nothing are refused; the ring still forms") {
+TEST_CASE("tcp ring: strangers sending garbage or nothing are refused and the ring still forms") {
   auto hosts = LoopbackHosts(2);
   std::atomic<bool> garbage_closed{false}, silent_closed{false};
   std::thread stranger([&] {
