@@ -403,31 +403,29 @@ void GptImpl::BlockBackward(int l, int B, int T, const float* x_in, BlockActs& a
   };
 
   // MLP: x_out = res2 + fcproj(gelu(fc(ln2(res2)))). dres = dL/dx_out = dL/d(fcproj out).
-  to_bf16(dres_h_, dres, M * C);
   const void* dres_mm = Mm(dres, dres_h_);
+  {
+    Timed t(this, kBiasGrad);  // (and the bf16 copy of dres in the same pass)
+    BiasBackward(g + o.fcproj_b, dres, M, C, bf16_ ? dres_h_ : nullptr);
+  }
   {
     Timed t(this, kLinearBwd);  // dgelu (M,4C) = dres (M,C) @ fcproj_w (C,4C)
     LinearBackwardInput(dbig_, dres_mm, W(base + o.fcproj_w), M, 4 * C, C);
     LinearBackwardWeight(g + o.fcproj_w, dres_mm, Mm(a.gelu_f, a.gelu_h), M, 4 * C, C);
   }
   {
-    Timed t(this, kBiasGrad);
-    BiasBackward(g + o.fcproj_b, dres, M, C);
-  }
-  {
     Timed t(this, kGelu);  // dbig: dL/d(gelu out) -> dL/d(fch)
     GeluBackward(dbig_, a.fch, 4 * M * C);
   }
-  to_bf16(dbig_h_, dbig_, 4 * M * C);
   const void* dfch_mm = Mm(dbig_, dbig_h_);
+  {
+    Timed t(this, kBiasGrad);
+    BiasBackward(g + o.fc_b, dbig_, M, 4 * C, bf16_ ? dbig_h_ : nullptr);
+  }
   {
     Timed t(this, kLinearBwd);  // dln2 (M,C) = dfch (M,4C) @ fc_w (4C,C)
     LinearBackwardInput(dsmall_, dfch_mm, W(base + o.fc_w), M, C, 4 * C);
     LinearBackwardWeight(g + o.fc_w, dfch_mm, Mm(a.ln2_f, a.ln2_h), M, C, 4 * C);
-  }
-  {
-    Timed t(this, kBiasGrad);
-    BiasBackward(g + o.fc_b, dbig_, M, 4 * C);
   }
   {
     Timed t(this, kLayerNorm);  // dres += dL/dres2 through ln2 (residual path already in dres)
@@ -436,15 +434,14 @@ void GptImpl::BlockBackward(int l, int B, int T, const float* x_in, BlockActs& a
   }
 
   // Attention: res2 = x_in + attproj(attn(ln1(x_in))). dres = dL/dres2 now.
-  to_bf16(dres_h_, dres, M * C);
+  {
+    Timed t(this, kBiasGrad);
+    BiasBackward(g + o.attproj_b, dres, M, C, bf16_ ? dres_h_ : nullptr);
+  }
   {
     Timed t(this, kLinearBwd);  // datty (M,C) = dres @ attproj_w (C,C)
     LinearBackwardInput(dsmall_, dres_mm, W(base + o.attproj_w), M, C, C);
     LinearBackwardWeight(g + o.attproj_w, dres_mm, Mm(a.atty, a.atty_h), M, C, C);
-  }
-  {
-    Timed t(this, kBiasGrad);
-    BiasBackward(g + o.attproj_b, dres, M, C);
   }
   to_bf16(dsmall_h_, dsmall_, M * C);
   const MatOperand head_view{{B, NH, T, hs}, {T * 3 * C, hs, 3 * C, 1}};    // Q, K or V
@@ -474,16 +471,15 @@ void GptImpl::BlockBackward(int l, int B, int T, const float* x_in, BlockActs& a
     mm_.Run(mt_, att_view, ds_mm, head_view, Offset(qkv_mm, C), head_view, dqkv_, nullptr, false);
     mm_.Run(mt_, att_t_view, ds_mm, head_view, qkv_mm, head_view, dqkv_ + C, nullptr, false);
   }
-  to_bf16(dqkv_h_, dqkv_, 3 * M * C);
   const void* dqkv_mm = Mm(dqkv_, dqkv_h_);
+  {
+    Timed t(this, kBiasGrad);
+    BiasBackward(g + o.qkv_b, dqkv_, M, 3 * C, bf16_ ? dqkv_h_ : nullptr);
+  }
   {
     Timed t(this, kLinearBwd);  // dln1 (M,C) = dqkv (M,3C) @ qkv_w (3C,C)
     LinearBackwardInput(dsmall_, dqkv_mm, W(base + o.qkv_w), M, C, 3 * C);
     LinearBackwardWeight(g + o.qkv_w, dqkv_mm, Mm(a.ln1_f, a.ln1_h), M, C, 3 * C);
-  }
-  {
-    Timed t(this, kBiasGrad);
-    BiasBackward(g + o.qkv_b, dqkv_, M, 3 * C);
   }
   {
     Timed t(this, kLayerNorm);  // dres += through ln1: dres becomes dL/dx_in

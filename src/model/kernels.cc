@@ -106,46 +106,51 @@ void LnForwardGeneric(float* o, bf16_t* oh, float* m, float* s, const float* x, 
 RT_INLINE void LnBackwardBody(float* dinp, float* dw, float* db, const float* dout,
                               const float* inp, const float* w, const float* mean,
                               const float* rstd, int64_t N, int64_t C) {
-  // dinp: parallel over rows (each row independent).
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < N; ++r) {
-    const float* x = inp + r * C;
-    const float* g = dout + r * C;
-    float* d = dinp + r * C;
-    const float m = mean[r], s = rstd[r];
-    float sum_dn = 0.0f, sum_dnx = 0.0f;
-#pragma omp simd reduction(+ : sum_dn, sum_dnx)
-    for (int64_t i = 0; i < C; ++i) {
-      const float dn = g[i] * w[i];
-      sum_dn += dn;
-      sum_dnx += dn * (x[i] - m) * s;
-    }
-    const float a = sum_dn / static_cast<float>(C), c = sum_dnx / static_cast<float>(C);
-#pragma omp simd
-    for (int64_t i = 0; i < C; ++i) {
-      const float xhat = (x[i] - m) * s;
-      d[i] += s * (g[i] * w[i] - a - xhat * c);
-    }
-  }
-  // dw, db: parallel over column chunks, rows summed in order (thread-count independent).
   const int64_t chunks = (C + kColChunk - 1) / kColChunk;
-#pragma omp parallel for schedule(static)
-  for (int64_t ch = 0; ch < chunks; ++ch) {
-    const int64_t c0 = ch * kColChunk, c1 = std::min(C, c0 + kColChunk);
-    float aw[kColChunk] = {}, ab[kColChunk] = {};
+  // One parallel region, two loops: fewer thread wake-ups on a busy host.
+#pragma omp parallel
+  {
+    // dinp: parallel over rows (each row independent).
+#pragma omp for schedule(static) nowait
     for (int64_t r = 0; r < N; ++r) {
       const float* x = inp + r * C;
       const float* g = dout + r * C;
+      float* d = dinp + r * C;
       const float m = mean[r], s = rstd[r];
+      float sum_dn = 0.0f, sum_dnx = 0.0f;
+#pragma omp simd reduction(+ : sum_dn, sum_dnx)
+      for (int64_t i = 0; i < C; ++i) {
+        const float dn = g[i] * w[i];
+        sum_dn += dn;
+        sum_dnx += dn * (x[i] - m) * s;
+      }
+      const float a = sum_dn / static_cast<float>(C), c = sum_dnx / static_cast<float>(C);
 #pragma omp simd
-      for (int64_t i = c0; i < c1; ++i) {
-        aw[i - c0] += g[i] * (x[i] - m) * s;
-        ab[i - c0] += g[i];
+      for (int64_t i = 0; i < C; ++i) {
+        const float xhat = (x[i] - m) * s;
+        d[i] += s * (g[i] * w[i] - a - xhat * c);
       }
     }
-    for (int64_t i = c0; i < c1; ++i) {
-      dw[i] += aw[i - c0];
-      db[i] += ab[i - c0];
+    // dw, db: parallel over column chunks, rows summed in order (thread-count independent).
+    // Reads only dout/inp/mean/rstd, so it needs no barrier after the dinp loop.
+#pragma omp for schedule(static)
+    for (int64_t ch = 0; ch < chunks; ++ch) {
+      const int64_t c0 = ch * kColChunk, c1 = std::min(C, c0 + kColChunk);
+      float aw[kColChunk] = {}, ab[kColChunk] = {};
+      for (int64_t r = 0; r < N; ++r) {
+        const float* x = inp + r * C;
+        const float* g = dout + r * C;
+        const float m = mean[r], s = rstd[r];
+#pragma omp simd
+        for (int64_t i = c0; i < c1; ++i) {
+          aw[i - c0] += g[i] * (x[i] - m) * s;
+          ab[i - c0] += g[i];
+        }
+      }
+      for (int64_t i = c0; i < c1; ++i) {
+        dw[i] += aw[i - c0];
+        db[i] += ab[i - c0];
+      }
     }
   }
 }
@@ -476,7 +481,7 @@ void EmbeddingBackward(float* dwte, float* dwpe, const float* dx, const int32_t*
   }
 }
 
-void BiasBackward(float* db, const float* dout, int64_t M, int64_t N) {
+void BiasBackward(float* db, const float* dout, int64_t M, int64_t N, bf16_t* dout_bf16) {
   const int64_t chunks = (N + kColChunk - 1) / kColChunk;
 #pragma omp parallel for schedule(static)
   for (int64_t ch = 0; ch < chunks; ++ch) {
@@ -486,6 +491,7 @@ void BiasBackward(float* db, const float* dout, int64_t M, int64_t N) {
       const float* d = dout + r * N;
 #pragma omp simd
       for (int64_t i = c0; i < c1; ++i) acc[i - c0] += d[i];
+      if (dout_bf16 != nullptr) FloatToBf16N(d + c0, dout_bf16 + r * N + c0, c1 - c0);
     }
     for (int64_t i = c0; i < c1; ++i) db[i] += acc[i - c0];
   }

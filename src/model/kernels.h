@@ -54,8 +54,9 @@ void EmbeddingForward(float* x, const int32_t* tokens, const float* wte, const f
 void EmbeddingBackward(float* dwte, float* dwpe, const float* dx, const int32_t* tokens, int64_t B,
                        int64_t T, int64_t C);
 
-// db (N) += sum over rows of dout (M,N).
-void BiasBackward(float* db, const float* dout, int64_t M, int64_t N);
+// db (N) += sum over rows of dout (M,N). If dout_bf16 is not null it also receives a
+// bf16 copy of dout (M,N), in the same pass (one parallel region instead of two).
+void BiasBackward(float* db, const float* dout, int64_t M, int64_t N, bf16_t* dout_bf16 = nullptr);
 
 // Tests only: true forces the portable kernels even where AVX-512 exists, so both
 // paths are checked on one machine. Not for concurrent use with running kernels.

@@ -220,7 +220,9 @@ TEST_CASE("bias backward sums rows and accumulates") {
   RT_BOTH_KERNEL_PATHS();
   const int64_t M = 33, N = 70;
   std::vector<float> d = Random(M * N, 13), db(N, 2.0f);
-  BiasBackward(db.data(), d.data(), M, N);
+  std::vector<bf16_t> d_h(M * N);
+  BiasBackward(db.data(), d.data(), M, N, d_h.data());
+  for (int64_t i = 0; i < M * N; ++i) CHECK(d_h[i] == FloatToBf16(d[i]));
   for (int64_t n = 0; n < N; ++n) {
     double s = 2.0;
     for (int64_t m = 0; m < M; ++m) s += d[m * N + n];
