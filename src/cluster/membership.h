@@ -31,6 +31,11 @@
 //   marks the silent members unreachable and is retried without them.
 // - Exclusion: a member that learns (from a heartbeat) of a newer installed view it
 //   did not install is out of date: kExcluded (discard state), then it is a joiner.
+//   Two views of the same epoch (two proposers committed after members switched
+//   their promise) are resolved the same way: the view with the lower-ranked leader
+//   wins. A member that is alive but keeps reporting another view (a straggler) is
+//   left out of the next view and readmitted as a joiner; a joiner whose target view
+//   is held by nobody alive goes back to forming.
 // - Joining: a peer outside the view sends JoinRequest to the view's leader every
 //   heartbeat interval; the leader admits it with the next view change (the joiner
 //   is in need_state of the commit and receives the state before training).
