@@ -34,7 +34,10 @@ bool LogEnabled(LogLevel level) { return static_cast<int>(level) >= g_log_level.
 
 void LogLine(LogLevel level, const std::string& message) {
   static constexpr char kLevelChar[] = {'D', 'I', 'W', 'E'};
-  std::string time = absl::FormatTime("%Y-%m-%d %H:%M:%E3S", absl::Now(), absl::LocalTimeZone());
+  // Looked up once: the first LocalTimeZone() call initialises shared state that
+  // concurrent first calls would race on (TSan reports it).
+  static const absl::TimeZone zone = absl::LocalTimeZone();
+  std::string time = absl::FormatTime("%Y-%m-%d %H:%M:%E3S", absl::Now(), zone);
   int rank = g_log_rank.load();
   std::string line =
       rank >= 0 ? absl::StrFormat("[%s r%d %c] %s\n", time, rank, kLevelChar[static_cast<int>(level)], message)
