@@ -1,14 +1,322 @@
-// `ringtrain bench allreduce`: placeholder until its issue lands (replaced by the real benchmark).
+// `ringtrain bench allreduce`: run by every peer of a ring (--hosts, --self or
+// --rank). For each --size (elements; several comma-separated), after
+// --warmup-iters untimed allreduces, times --iters allreduces of a float buffer
+// with the chosen codec (--compress none|bf16|topk:D, --zstd-level) and checks the
+// result of the last one (fails loudly otherwise).
+//
+// Timing: a barrier precedes every iteration; each peer times its own allreduce;
+// per iteration the MAX over peers is taken (all peers print the same seconds).
+// seconds = mean over iterations of that max. algbw = bytes / seconds (bytes = the
+// fp32 buffer, 4 per element), busbw = algbw * 2(N-1)/N (NCCL convention), GB =
+// 1e9 bytes. wire_bytes = payload bytes this peer sent per allreduce (the
+// collective's count; frame headers excluded), averaged over the timed iterations.
+//
+// Data is integer-valued (|x| <= 8), so fp32 and bf16 sums are exact and are
+// checked element by element against the expected sum. top-k is lossy: it is
+// checked by conservation (sum of result + all peers' residuals == sum of all
+// peers' inputs + previous residuals, exact in doubles) and by identical result
+// bytes on every peer (crc32c allgather).
+//
+// Output: a human table, then, last, one JSON line for the last size (fields of
+// DESIGN "bench allreduce" plus peers, rank, size, iters) with every size in
+// "results".
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
 
+#include "absl/flags/flag.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "cli/bench_kinds.h"
+#include "cli/bench_size_flag.h"
+#include "cli/common_flags.h"
+#include "collective/bucket_exchange.h"
+#include "collective/codec_spec.h"
+#include "collective/ring_allreduce.h"
+#include "collective/small_collectives.h"
+#include "core/aligned_buffer.h"
+#include "core/clock.h"
+#include "core/crc32c.h"
+#include "core/log.h"
+#include "core/status_macros.h"
+#include "net/ring_setup.h"
+
+ABSL_FLAG(int, iters, 10, "bench allreduce: timed allreduces per size");
+ABSL_FLAG(int, warmup_iters, 2, "bench allreduce: untimed allreduces per size before timing");
 
 namespace rt::cli {
+namespace {
 
-int RunBenchAllreduce(const std::vector<std::string>&) {
-  std::fprintf(stderr, "ringtrain bench allreduce: not built yet\n");
-  return 1;
+using collective::CodecKind;
+using collective::CodecSpec;
+
+constexpr absl::Duration kTimeout = absl::Seconds(300);  // per receive / send wait
+
+// Peer `rank`'s contribution at element i: an integer in [-8, 7], a cheap hash of
+// (i, rank) so neighbouring elements and peers differ.
+inline float Contribution(size_t i, int rank) {
+  const uint32_t h = (static_cast<uint32_t>(i) ^ (static_cast<uint32_t>(i >> 32) * 0x85EBCA6Bu) ^
+                      (static_cast<uint32_t>(rank) * 0x9E3779B9u)) *
+                     0x2545F491u;
+  return static_cast<float>(static_cast<int>(h >> 28) - 8);
 }
-std::vector<std::string> BenchAllreduceFlagNames() { return {}; }
+
+void Fill(absl::Span<float> data, int rank) {
+  for (size_t i = 0; i < data.size(); ++i) data[i] = Contribution(i, rank);
+}
+
+struct SizeResult {
+  size_t elements = 0;
+  double seconds = 0, seconds_min = 0, seconds_max = 0;  // over iterations of max over peers
+  double wire_bytes = 0;                                 // per allreduce, this peer
+  std::string codec_used;
+  double algbw() const { return seconds > 0 ? elements * 4.0 / seconds / 1e9 : 0; }
+};
+
+// Sum over peers of one double, exact enough for integer sums below 2^53.
+absl::StatusOr<double> SumOverPeers(net::RingTransport* ring, double v) {
+  double values[1] = {v};
+  RETURN_IF_ERROR(collective::AllreduceSumF64(ring, absl::MakeSpan(values), kTimeout));
+  return values[0];
+}
+
+absl::Status Barrier(net::RingTransport* ring) {
+  uint64_t one[1] = {1};
+  RETURN_IF_ERROR(collective::AllreduceSumU64(ring, absl::MakeSpan(one), kTimeout));
+  if (one[0] != static_cast<uint64_t>(ring->size())) {
+    return absl::InternalError(
+        absl::StrFormat("barrier counted %d peers, expected %d", one[0], ring->size()));
+  }
+  return absl::OkStatus();
+}
+
+// Max over peers of each value (same length everywhere).
+absl::StatusOr<std::vector<double>> MaxOverPeers(net::RingTransport* ring,
+                                                 const std::vector<double>& mine) {
+  absl::Span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(mine.data()),
+                                  mine.size() * sizeof(double));
+  ASSIGN_OR_RETURN(auto all, collective::AllgatherBytes(ring, bytes, kTimeout));
+  std::vector<double> out = mine;
+  for (const std::vector<uint8_t>& peer : all) {
+    if (peer.size() != bytes.size()) {
+      return absl::InternalError("bench allreduce: peers timed different iteration counts");
+    }
+    for (size_t k = 0; k < out.size(); ++k) {
+      double v;
+      std::memcpy(&v, peer.data() + k * sizeof(double), sizeof(double));
+      out[k] = std::max(out[k], v);
+    }
+  }
+  return out;
+}
+
+// Exact check of a dense (fp32 or bf16) sum of integer contributions.
+absl::Status VerifyDense(absl::Span<const float> data, int peers) {
+  for (size_t i = 0; i < data.size(); ++i) {
+    float expected = 0;
+    for (int r = 0; r < peers; ++r) expected += Contribution(i, r);
+    if (data[i] != expected) {
+      return absl::DataLossError(
+          absl::StrFormat("allreduce result is WRONG at element %d of %d: got %g, expected %g", i,
+                          data.size(), data[i], expected));
+    }
+  }
+  return absl::OkStatus();
+}
+
+double SumOf(absl::Span<const float> x) {
+  double s = 0;
+  for (float v : x) s += v;
+  return s;
+}
+
+// One buffer size: warm-up, timed iterations, check of the last result.
+absl::StatusOr<SizeResult> BenchOneSize(net::RingTransport* ring, size_t n, const CodecSpec& spec,
+                                        int warmup, int iters) {
+  const int rank = ring->rank(), peers = ring->size();
+  AlignedBuffer<float> data(n);
+  collective::BucketExchange exchange(n, {});
+  collective::AllreduceOptions options;
+  options.timeout = kTimeout;
+  std::vector<double> times;
+  double wire = 0;
+  SizeResult result;
+  result.elements = n;
+  for (int it = 0; it < warmup + iters; ++it) {
+    const bool timed = it >= warmup, last = it == warmup + iters - 1;
+    Fill(data.span(), rank);
+    double input_sum = 0;  // top-k check: what goes in, including the old residual
+    if (last && spec.kind == CodecKind::kTopK) {
+      input_sum = SumOf(data.span()) + SumOf(exchange.residual());
+    }
+    RETURN_IF_ERROR(Barrier(ring));
+    collective::ExchangeStats stats;
+    Stopwatch watch;
+    RETURN_IF_ERROR(
+        exchange.Run(ring, data.span(), spec, /*step=*/1000000, /*warmup=*/0, options, &stats));
+    const double seconds = watch.ElapsedSeconds();
+    if (timed) {
+      times.push_back(seconds);
+      wire += static_cast<double>(stats.bytes_sent);
+      result.codec_used = stats.codec_used;
+    }
+    if (!last) continue;
+    if (spec.kind != CodecKind::kTopK || stats.codec_used == "none") {
+      RETURN_IF_ERROR(VerifyDense(data.span(), peers));
+      continue;
+    }
+    // top-k: conservation over all peers, and identical bytes everywhere.
+    ASSIGN_OR_RETURN(double all_in, SumOverPeers(ring, input_sum));
+    ASSIGN_OR_RETURN(double all_residual, SumOverPeers(ring, SumOf(exchange.residual())));
+    const double result_sum = SumOf(data.span());
+    if (result_sum + all_residual != all_in) {
+      return absl::DataLossError(absl::StrFormat(
+          "top-k allreduce is WRONG: result sum %.17g + residual sum %.17g != input sum %.17g",
+          result_sum, all_residual, all_in));
+    }
+    const uint32_t crc = Crc32c(data.data(), n * sizeof(float));
+    uint8_t crc_bytes[4];
+    std::memcpy(crc_bytes, &crc, 4);
+    ASSIGN_OR_RETURN(auto crcs, collective::AllgatherBytes(ring, crc_bytes, kTimeout));
+    for (int p = 0; p < peers; ++p) {
+      if (crcs[p].size() != 4 || std::memcmp(crcs[p].data(), crc_bytes, 4) != 0) {
+        return absl::DataLossError(absl::StrFormat(
+            "top-k allreduce is WRONG: peer %d holds different result bytes than peer %d", p,
+            rank));
+      }
+    }
+  }
+  ASSIGN_OR_RETURN(std::vector<double> max_times, MaxOverPeers(ring, times));
+  double total = 0;
+  result.seconds_min = 1e300;
+  for (double t : max_times) {
+    total += t;
+    result.seconds_min = std::min(result.seconds_min, t);
+    result.seconds_max = std::max(result.seconds_max, t);
+  }
+  result.seconds = total / max_times.size();
+  result.wire_bytes = wire / iters;
+  return result;
+}
+
+absl::StatusOr<std::vector<size_t>> ParseSizes(const std::string& text) {
+  std::vector<size_t> sizes;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    ASSIGN_OR_RETURN(int64_t n, ParseElementCount(std::string(part)));
+    if (n >= (int64_t{1} << 32)) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("--size %d exceeds one buffer's limit (2^32 - 1 elements)", n));
+    }
+    sizes.push_back(static_cast<size_t>(n));
+  }
+  return sizes;
+}
+
+std::string ResultJson(const SizeResult& r, int peers) {
+  const double busbw = r.algbw() * 2.0 * (peers - 1) / peers;
+  return absl::StrFormat(
+      "\"size\":%d,\"bytes\":%d,\"wire_bytes\":%.0f,\"seconds\":%.6f,\"seconds_min\":%.6f,"
+      "\"seconds_max\":%.6f,\"algbw_GBps\":%.4f,\"busbw_GBps\":%.4f,\"codec_used\":\"%s\"",
+      r.elements, r.elements * 4, r.wire_bytes, r.seconds, r.seconds_min, r.seconds_max, r.algbw(),
+      busbw, r.codec_used);
+}
+
+absl::Status Run() {
+  const int iters = absl::GetFlag(FLAGS_iters), warmup = absl::GetFlag(FLAGS_warmup_iters);
+  if (iters < 1) return absl::InvalidArgumentError("--iters must be at least 1");
+  if (warmup < 0) return absl::InvalidArgumentError("--warmup-iters must be >= 0");
+  ASSIGN_OR_RETURN(std::vector<size_t> sizes, ParseSizes(absl::GetFlag(FLAGS_size)));
+  const std::string compress = absl::GetFlag(FLAGS_compress);
+  ASSIGN_OR_RETURN(CodecSpec spec,
+                   collective::ParseCodecSpec(compress, absl::GetFlag(FLAGS_zstd_level)));
+  if (absl::GetFlag(FLAGS_hosts).empty()) {
+    return absl::InvalidArgumentError("--hosts is required (a hosts file, one HOST[:PORT] a line)");
+  }
+  const double wait_s = absl::GetFlag(FLAGS_wait);
+  if (!(wait_s > 0)) return absl::InvalidArgumentError("--wait must be positive seconds");
+
+  net::RingSetup setup;
+  setup.hosts_path = absl::GetFlag(FLAGS_hosts);
+  setup.self = absl::GetFlag(FLAGS_self);
+  setup.rank = absl::GetFlag(FLAGS_rank);
+  setup.secret_file = absl::GetFlag(FLAGS_secret_file);
+  setup.wait = absl::Seconds(wait_s);
+  setup.cluster_id = "ringtrain-bench-allreduce";
+  // Peers started with different benchmark arguments are refused at the handshake.
+  setup.fingerprint = {{"bench", "allreduce"},
+                       {"size", absl::GetFlag(FLAGS_size)},
+                       {"codec", spec.ToString()},
+                       {"iters", absl::StrCat(warmup, "+", iters)}};
+  ASSIGN_OR_RETURN(std::unique_ptr<net::TcpRing> ring, net::JoinRing(setup));
+  const int peers = ring->size(), rank = ring->rank();
+  LogInfo(
+      "ring formed: %d peers, this peer at position %d; codec %s, %d warm-up + %d timed "
+      "iterations per size",
+      peers, rank, spec.ToString(), warmup, iters);
+
+  std::printf(
+      "bench allreduce: %d peers, rank %d, codec %s, %d warm-up + %d timed iterations,\n"
+      "  seconds = mean over iterations of the slowest peer; busbw = algbw*2(N-1)/N\n",
+      peers, rank, spec.ToString().c_str(), warmup, iters);
+  std::printf("  %12s %12s %14s %10s %10s %10s %11s %11s\n", "elements", "bytes", "wire_bytes",
+              "ms", "min ms", "max ms", "algbw GB/s", "busbw GB/s");
+  std::fflush(stdout);
+  std::vector<SizeResult> results;
+  for (size_t n : sizes) {
+    auto r = BenchOneSize(ring.get(), n, spec, warmup, iters);
+    if (!r.ok()) {
+      return absl::Status(r.status().code(),
+                          absl::StrFormat("size %d: %s", n, r.status().message()));
+    }
+    std::printf("  %12zu %12zu %14.0f %10.2f %10.2f %10.2f %11.3f %11.3f\n", n, n * 4,
+                r->wire_bytes, r->seconds * 1e3, r->seconds_min * 1e3, r->seconds_max * 1e3,
+                r->algbw(), r->algbw() * 2.0 * (peers - 1) / peers);
+    std::fflush(stdout);
+    results.push_back(*r);
+  }
+  std::printf("  result check: OK (%s)\n", spec.kind == CodecKind::kTopK
+                                               ? "sum conserved with residuals, identical bytes"
+                                               : "exact integer sums on every element");
+  std::string all;
+  for (const SizeResult& r : results) {
+    absl::StrAppend(&all, all.empty() ? "" : ",", "{", ResultJson(r, peers), "}");
+  }
+  std::printf(
+      "{%s,\"codec\":\"%s\",\"peers\":%d,\"rank\":%d,\"host_rank\":%d,\"iters\":%d,"
+      "\"warmup_iters\":%d,\"verified\":true,\"results\":[%s]}\n",
+      ResultJson(results.back(), peers).c_str(), spec.ToString().c_str(), peers, rank,
+      ring->host_rank(), iters, warmup, all.c_str());
+  std::fflush(stdout);
+  // Leave together: a peer exiting first would make the others' last frames look
+  // like a failure.
+  return Barrier(ring.get());
+}
+
+}  // namespace
+
+int RunBenchAllreduce(const std::vector<std::string>& positional) {
+  if (!positional.empty()) {
+    std::fprintf(stderr, "ringtrain bench allreduce: unexpected argument '%s'\n",
+                 positional[0].c_str());
+    return 2;
+  }
+  absl::Status status = Run();
+  if (!status.ok()) {
+    std::fprintf(stderr, "ringtrain bench allreduce: %s\n", std::string(status.message()).c_str());
+    return 1;
+  }
+  return 0;
+}
+
+std::vector<std::string> BenchAllreduceFlagNames() {
+  return {"size", "iters", "warmup_iters", "hosts",    "self",
+          "rank", "wait",  "secret_file",  "compress", "zstd_level"};
+}
 
 }  // namespace rt::cli
