@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 
 #include "absl/strings/str_format.h"
@@ -120,6 +121,65 @@ RingOrder LocalSearch(const Matrix& bw, const Matrix& rtt, RingOrder cur) {
   return cur;
 }
 
+// Depth-first search for a directed Hamiltonian cycle from peer 0 using only
+// links with bandwidth >= min_bw; tries the next peer with the fewest onward
+// options first (Warnsdorff's rule). Gives up after `budget` expansions.
+bool FindCycleAtLeast(const Matrix& bw, double min_bw, std::vector<int>* order, long budget) {
+  const int n = static_cast<int>(bw.size());
+  std::vector<bool> used(n, false);
+  order->assign(1, 0);
+  used[0] = true;
+  long expansions = 0;
+  std::function<bool()> extend = [&]() -> bool {
+    if (++expansions > budget) return false;
+    const int cur = order->back();
+    if (static_cast<int>(order->size()) == n) return bw[cur][0] >= min_bw;
+    std::vector<std::pair<int, int>> next;  // (onward options, peer)
+    for (int j = 0; j < n; ++j) {
+      if (used[j] || bw[cur][j] < min_bw) continue;
+      int options = 0;
+      for (int k = 0; k < n; ++k) options += !used[k] && k != j && bw[j][k] >= min_bw;
+      next.push_back({options, j});
+    }
+    std::sort(next.begin(), next.end());
+    for (const auto& [options, j] : next) {
+      used[j] = true;
+      order->push_back(j);
+      if (extend()) return true;
+      order->pop_back();
+      used[j] = false;
+      if (expansions > budget) return false;
+    }
+    return false;
+  };
+  return extend();
+}
+
+// A ring whose bottleneck is as high as the bounded search can prove: binary
+// search over the distinct link bandwidths.
+std::vector<int> HighBottleneckRing(const Matrix& bw) {
+  const int n = static_cast<int>(bw.size());
+  std::vector<double> levels;
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j)
+      if (i != j) levels.push_back(bw[i][j]);
+  std::sort(levels.begin(), levels.end());
+  levels.erase(std::unique(levels.begin(), levels.end()), levels.end());
+  std::vector<int> best(n), order;
+  std::iota(best.begin(), best.end(), 0);  // any ring reaches levels[0]
+  size_t lo = 0, hi = levels.size();       // levels[lo] is reachable; hi is not known to be
+  while (hi - lo > 1) {
+    const size_t mid = (lo + hi) / 2;
+    if (FindCycleAtLeast(bw, levels[mid], &order, 20000)) {
+      lo = mid;
+      best = order;
+    } else {
+      hi = mid;
+    }
+  }
+  return best;
+}
+
 }  // namespace
 
 RingOrder EvaluateRingOrder(const Matrix& bw, const Matrix& rtt, const std::vector<int>& order) {
@@ -157,6 +217,8 @@ absl::StatusOr<RingOrder> ComputeRingOrder(const Matrix& bw, const Matrix& rtt) 
   std::vector<int> identity(n);
   std::iota(identity.begin(), identity.end(), 0);
   RingOrder best = LocalSearch(bw, rtt, EvaluateRingOrder(bw, rtt, identity));
+  RingOrder bounded = LocalSearch(bw, rtt, EvaluateRingOrder(bw, rtt, HighBottleneckRing(bw)));
+  if (Better(bounded, best)) best = std::move(bounded);
   // Greedy tours from the first few starts (bounded work: each local search is
   // O(N^3) per round), each improved by local search.
   for (int start = 0; start < std::min(n, 8); ++start) {

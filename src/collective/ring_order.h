@@ -4,7 +4,8 @@
 // Objective, in priority order: (1) maximize the bottleneck, the smallest bandwidth
 // of the N directed links order[i] -> order[(i+1) % N]; (2) minimize the total RTT
 // of those links. Exact for N <= 8 (all (N-1)! orders with peer 0 first); above,
-// greedy construction from several starts plus 2-opt and node-move local search.
+// a bounded search for a Hamiltonian cycle over the fastest links and greedy
+// tours, each improved by 2-opt and node-move local search.
 // Ties are broken by the lexicographically smallest order, so the result is
 // deterministic. The result always starts with peer 0.
 #pragma once

@@ -83,7 +83,7 @@ TEST_CASE("ring order is deterministic, also for the heuristic above 8 peers") {
 TEST_CASE("the heuristic above 8 peers finds a near-optimal bottleneck") {
   // N = 9: the exact search is still affordable (8! orders) as a reference.
   int optimal_bottleneck = 0;
-  for (uint32_t seed = 0; seed < 5; ++seed) {
+  for (uint32_t seed = 0; seed < 10; ++seed) {
     Matrix bw, rtt;
     RandomMatrices(9, 1000 + seed, false, &bw, &rtt);
     auto heuristic = ComputeRingOrder(bw, rtt);
@@ -94,8 +94,8 @@ TEST_CASE("the heuristic above 8 peers finds a near-optimal bottleneck") {
     CHECK(heuristic->bottleneck_bps >= 0.7 * exact->bottleneck_bps);
     optimal_bottleneck += heuristic->bottleneck_bps == exact->bottleneck_bps;
   }
-  MESSAGE("heuristic hit the optimal bottleneck in " << optimal_bottleneck << " of 5 cases");
-  CHECK(optimal_bottleneck >= 3);
+  MESSAGE("heuristic hit the optimal bottleneck in " << optimal_bottleneck << " of 10 cases");
+  CHECK(optimal_bottleneck >= 9);
 }
 
 TEST_CASE("two sites joined by one slow pipe: the ring crosses it exactly twice") {
