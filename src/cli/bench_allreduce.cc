@@ -10,6 +10,8 @@
 // fp32 buffer, 4 per element), busbw = algbw * 2(N-1)/N (NCCL convention), GB =
 // 1e9 bytes. wire_bytes = payload bytes this peer sent per allreduce (the
 // collective's count; frame headers excluded), averaged over the timed iterations.
+// cpu_seconds = this peer's process CPU time (all threads) per allreduce: on a
+// shared machine it shows whether the wall time was CPU work or waiting.
 //
 // Data is integer-valued (|x| <= 8), so fp32 and bf16 sums are exact and are
 // checked element by element against the expected sum. top-k is lossy: it is
@@ -20,6 +22,8 @@
 // Output: a human table, then, last, one JSON line for the last size (fields of
 // DESIGN "bench allreduce" plus peers, rank, size, iters) with every size in
 // "results".
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -71,10 +75,18 @@ void Fill(absl::Span<float> data, int rank) {
   for (size_t i = 0; i < data.size(); ++i) data[i] = Contribution(i, rank);
 }
 
+// CPU seconds used so far by this process (all threads: ours and the transport's).
+double ProcessCpuSeconds() {
+  rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
 struct SizeResult {
   size_t elements = 0;
   double seconds = 0, seconds_min = 0, seconds_max = 0;  // over iterations of max over peers
   double wire_bytes = 0;                                 // per allreduce, this peer
+  double cpu_seconds = 0;  // per allreduce, this peer's process CPU time (all threads)
   std::string codec_used;
   double algbw() const { return seconds > 0 ? elements * 4.0 / seconds / 1e9 : 0; }
 };
@@ -145,7 +157,7 @@ absl::StatusOr<SizeResult> BenchOneSize(net::RingTransport* ring, size_t n, cons
   collective::AllreduceOptions options;
   options.timeout = kTimeout;
   std::vector<double> times;
-  double wire = 0;
+  double wire = 0, cpu = 0;
   SizeResult result;
   result.elements = n;
   for (int it = 0; it < warmup + iters; ++it) {
@@ -157,12 +169,14 @@ absl::StatusOr<SizeResult> BenchOneSize(net::RingTransport* ring, size_t n, cons
     }
     RETURN_IF_ERROR(Barrier(ring));
     collective::ExchangeStats stats;
+    const double cpu0 = ProcessCpuSeconds();
     Stopwatch watch;
     RETURN_IF_ERROR(
         exchange.Run(ring, data.span(), spec, /*step=*/1000000, /*warmup=*/0, options, &stats));
     const double seconds = watch.ElapsedSeconds();
     if (timed) {
       times.push_back(seconds);
+      cpu += ProcessCpuSeconds() - cpu0;
       wire += static_cast<double>(stats.bytes_sent);
       result.codec_used = stats.codec_used;
     }
@@ -202,6 +216,7 @@ absl::StatusOr<SizeResult> BenchOneSize(net::RingTransport* ring, size_t n, cons
   }
   result.seconds = total / max_times.size();
   result.wire_bytes = wire / iters;
+  result.cpu_seconds = cpu / iters;
   return result;
 }
 
@@ -264,8 +279,8 @@ absl::Status Run() {
       "bench allreduce: %d peers, rank %d, codec %s, %d warm-up + %d timed iterations,\n"
       "  seconds = mean over iterations of the slowest peer; busbw = algbw*2(N-1)/N\n",
       peers, rank, spec.ToString().c_str(), warmup, iters);
-  std::printf("  %12s %12s %14s %10s %10s %10s %11s %11s\n", "elements", "bytes", "wire_bytes",
-              "ms", "min ms", "max ms", "algbw GB/s", "busbw GB/s");
+  std::printf("  %12s %12s %14s %10s %10s %10s %11s %11s %10s\n", "elements", "bytes", "wire_bytes",
+              "ms", "min ms", "max ms", "algbw GB/s", "busbw GB/s", "cpu ms");
   std::fflush(stdout);
   std::vector<SizeResult> results;
   for (size_t n : sizes) {
@@ -274,9 +289,9 @@ absl::Status Run() {
       return absl::Status(r.status().code(),
                           absl::StrFormat("size %d: %s", n, r.status().message()));
     }
-    std::printf("  %12zu %12zu %14.0f %10.2f %10.2f %10.2f %11.3f %11.3f\n", n, n * 4,
+    std::printf("  %12zu %12zu %14.0f %10.2f %10.2f %10.2f %11.3f %11.3f %10.2f\n", n, n * 4,
                 r->wire_bytes, r->seconds * 1e3, r->seconds_min * 1e3, r->seconds_max * 1e3,
-                r->algbw(), r->algbw() * 2.0 * (peers - 1) / peers);
+                r->algbw(), r->algbw() * 2.0 * (peers - 1) / peers, r->cpu_seconds * 1e3);
     std::fflush(stdout);
     results.push_back(*r);
   }

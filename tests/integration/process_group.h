@@ -1,0 +1,157 @@
+// Test helper: starts several commands at once (each with stdout/stderr in files),
+// waits for all of them with one deadline, and kills what is left (SIGKILL to the
+// process group of each child) on timeout or destruction, so tests never leave
+// processes behind. Also small helpers to pick fields out of a JSON line.
+#pragma once
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "cli_runner.h"
+
+namespace rt::integration {
+
+class ProcessGroup {
+ public:
+  explicit ProcessGroup(std::string scratch_dir) : scratch_(std::move(scratch_dir)) {}
+  ~ProcessGroup() { KillAll(); }
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  // Starts argv (argv[0] a path) with extra environment `env` ("NAME=value").
+  // Returns the index of the process.
+  size_t Start(const std::vector<std::string>& argv_in, const std::vector<std::string>& env = {}) {
+    const size_t index = procs_.size();
+    Proc p;
+    p.out_path = scratch_ + "/proc" + std::to_string(index) + ".out";
+    p.err_path = scratch_ + "/proc" + std::to_string(index) + ".err";
+    std::vector<std::string> argv_s = argv_in;
+    std::vector<char*> argv;
+    for (std::string& a : argv_s) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    p.pid = fork();
+    if (p.pid == 0) {
+      setpgid(0, 0);  // own group: a timeout kills its children too
+      int out = open(p.out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      int err = open(p.err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(out, 1);
+      dup2(err, 2);
+      for (const std::string& e : env) putenv(strdup(e.c_str()));
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    if (p.pid > 0) setpgid(p.pid, p.pid);
+    procs_.push_back(p);
+    return index;
+  }
+
+  // Waits for every process until `timeout_s` from now; kills the rest on timeout.
+  // Returns the results in start order (exit_code -1 and timed_out for killed ones).
+  std::vector<RunResult> WaitAll(int timeout_s) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+    std::vector<RunResult> results(procs_.size());
+    size_t left = 0;
+    for (const Proc& p : procs_) left += p.pid > 0 && !p.done;
+    while (left > 0) {
+      for (size_t i = 0; i < procs_.size(); ++i) {
+        Proc& p = procs_[i];
+        if (p.pid <= 0 || p.done) continue;
+        int status = 0;
+        if (waitpid(p.pid, &status, WNOHANG) == p.pid) {
+          p.done = true;
+          p.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+          --left;
+        }
+      }
+      if (left > 0 && std::chrono::steady_clock::now() > deadline) {
+        for (Proc& p : procs_) {
+          if (p.pid > 0 && !p.done) p.timed_out = true;
+        }
+        KillAll();
+        break;
+      }
+      if (left > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    for (size_t i = 0; i < procs_.size(); ++i) {
+      results[i].exit_code = procs_[i].exit_code;
+      results[i].timed_out = procs_[i].timed_out;
+      results[i].out = ReadFile(procs_[i].out_path);
+      results[i].err = ReadFile(procs_[i].err_path);
+    }
+    return results;
+  }
+
+  void KillAll() {
+    for (Proc& p : procs_) {
+      if (p.pid > 0 && !p.done) {
+        kill(-p.pid, SIGKILL);
+        kill(p.pid, SIGKILL);
+        int status = 0;
+        waitpid(p.pid, &status, 0);
+        p.done = true;
+      }
+    }
+  }
+
+ private:
+  struct Proc {
+    pid_t pid = -1;
+    bool done = false, timed_out = false;
+    int exit_code = -1;
+    std::string out_path, err_path;
+  };
+  std::string scratch_;
+  std::vector<Proc> procs_;
+};
+
+// Runs one shell-free command to completion (bounded); returns its result.
+inline RunResult RunCommand(const std::vector<std::string>& argv, const std::string& scratch_dir,
+                            int timeout_s, const std::vector<std::string>& env = {}) {
+  ProcessGroup group(scratch_dir);
+  group.Start(argv, env);
+  return group.WaitAll(timeout_s)[0];
+}
+
+// The last line of `text` that starts with `prefix` ("" = any), without the prefix.
+inline std::string LastLineWithPrefix(const std::string& text, const std::string& prefix) {
+  std::istringstream in(text);
+  std::string line, found;
+  while (std::getline(in, line)) {
+    if (line.compare(0, prefix.size(), prefix) == 0) found = line.substr(prefix.size());
+  }
+  return found;
+}
+
+// The first numeric value of "key": in a JSON line; NaN if absent.
+inline double JsonNumber(const std::string& json, const std::string& key) {
+  std::smatch m;
+  const std::regex re("\"" + key + "\":(-?[0-9.eE+-]+)");
+  if (!std::regex_search(json, m, re)) return std::nan("");
+  return std::strtod(m[1].str().c_str(), nullptr);
+}
+
+// The first string value of "key": in a JSON line; "" if absent.
+inline std::string JsonString(const std::string& json, const std::string& key) {
+  std::smatch m;
+  const std::regex re("\"" + key + "\":\"([^\"]*)\"");
+  return std::regex_search(json, m, re) ? m[1].str() : std::string();
+}
+
+// A port base unlikely to collide with concurrent test runs: 20000 + 40*(pid % 1000).
+inline int TestBasePort() { return 20000 + 40 * static_cast<int>(getpid() % 1000); }
+
+}  // namespace rt::integration
