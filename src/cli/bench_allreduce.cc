@@ -12,6 +12,8 @@
 // collective's count; frame headers excluded), averaged over the timed iterations.
 // cpu_seconds = this peer's process CPU time (all threads) per allreduce: on a
 // shared machine it shows whether the wall time was CPU work or waiting.
+// encode_seconds / exchange_seconds: this peer's wall time in top-k selection and
+// encoding / in communication with decoding and summing (BucketExchange's split).
 //
 // Data is integer-valued (|x| <= 8), so fp32 and bf16 sums are exact and are
 // checked element by element against the expected sum. top-k is lossy: it is
@@ -86,7 +88,9 @@ struct SizeResult {
   size_t elements = 0;
   double seconds = 0, seconds_min = 0, seconds_max = 0;  // over iterations of max over peers
   double wire_bytes = 0;                                 // per allreduce, this peer
-  double cpu_seconds = 0;  // per allreduce, this peer's process CPU time (all threads)
+  double cpu_seconds = 0;       // per allreduce, this peer's process CPU time (all threads)
+  double encode_seconds = 0;    // per allreduce, this peer: top-k selection + encoding
+  double exchange_seconds = 0;  // per allreduce, this peer: communication, decode, sum
   std::string codec_used;
   double algbw() const { return seconds > 0 ? elements * 4.0 / seconds / 1e9 : 0; }
 };
@@ -157,7 +161,7 @@ absl::StatusOr<SizeResult> BenchOneSize(net::RingTransport* ring, size_t n, cons
   collective::AllreduceOptions options;
   options.timeout = kTimeout;
   std::vector<double> times;
-  double wire = 0, cpu = 0;
+  double wire = 0, cpu = 0, encode_ms = 0, exchange_ms = 0;
   SizeResult result;
   result.elements = n;
   for (int it = 0; it < warmup + iters; ++it) {
@@ -177,6 +181,8 @@ absl::StatusOr<SizeResult> BenchOneSize(net::RingTransport* ring, size_t n, cons
     if (timed) {
       times.push_back(seconds);
       cpu += ProcessCpuSeconds() - cpu0;
+      encode_ms += stats.encode_ms;
+      exchange_ms += stats.exchange_ms;
       wire += static_cast<double>(stats.bytes_sent);
       result.codec_used = stats.codec_used;
     }
@@ -217,6 +223,8 @@ absl::StatusOr<SizeResult> BenchOneSize(net::RingTransport* ring, size_t n, cons
   result.seconds = total / max_times.size();
   result.wire_bytes = wire / iters;
   result.cpu_seconds = cpu / iters;
+  result.encode_seconds = encode_ms * 1e-3 / iters;
+  result.exchange_seconds = exchange_ms * 1e-3 / iters;
   return result;
 }
 
