@@ -1,0 +1,306 @@
+// Link probing: tournament schedule, per-pair ping-pong and timed streams, row sharing.
+#include "collective/link_probe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_format.h"
+#include "collective/small_collectives.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/status_macros.h"
+
+namespace rt::collective {
+namespace {
+
+enum Tag : uint8_t { kGo = 1, kPing = 2, kPong = 3, kStream = 4, kRate = 5, kRtt = 6, kAck = 7 };
+
+// One side of the probe of one pair, over its own link.
+class PairProbe {
+ public:
+  // payload_ is allocated once: queued chunks point into it until they are sent.
+  PairProbe(net::Link& link, const ProbeOptions& options)
+      : link_(link),
+        options_(options),
+        payload_(std::max<size_t>(options.max_chunk_bytes, 1024), 0x5a) {}
+
+  // Dialer side: returns (rtt_s, bandwidth to peer, bandwidth from peer).
+  absl::Status RunDialer(double* rtt_s, double* bw_out, double* bw_in) {
+    RETURN_IF_ERROR(Expect(kGo, nullptr));
+    RETURN_IF_ERROR(MeasureRtt(rtt_s));
+    RETURN_IF_ERROR(SendMessage(kRtt, *rtt_s));
+    RETURN_IF_ERROR(SendStreams(bw_out));
+    RETURN_IF_ERROR(ReceiveStreams(*rtt_s, bw_in));
+    RETURN_IF_ERROR(Expect(kAck, nullptr));
+    return Flush();
+  }
+
+  absl::Status RunAcceptor(double* rtt_s, double* bw_out, double* bw_in) {
+    RETURN_IF_ERROR(SendMessage(kGo, 0));
+    for (int i = 0; i <= options_.pings; ++i) {
+      RETURN_IF_ERROR(Receive());
+      RETURN_IF_ERROR(CheckTag(kPing, std::max<size_t>(options_.ping_bytes, 9)));
+      in_[0] = kPong;
+      RETURN_IF_ERROR(SendBytes(in_));
+    }
+    RETURN_IF_ERROR(Expect(kRtt, rtt_s));
+    RETURN_IF_ERROR(ReceiveStreams(*rtt_s, bw_in));
+    RETURN_IF_ERROR(SendStreams(bw_out));
+    RETURN_IF_ERROR(SendMessage(kAck, 0));
+    return Flush();
+  }
+
+  uint64_t bytes_streamed() const { return bytes_streamed_; }
+
+ private:
+  absl::Status MeasureRtt(double* rtt_s) {
+    std::vector<double> times;
+    std::vector<uint8_t> ping(std::max<size_t>(options_.ping_bytes, 9), 0);
+    ping[0] = kPing;
+    for (int i = 0; i <= options_.pings; ++i) {
+      std::memcpy(ping.data() + 1, &i, sizeof(i));
+      Stopwatch watch;
+      RETURN_IF_ERROR(SendBytes(ping));
+      RETURN_IF_ERROR(Receive());
+      RETURN_IF_ERROR(CheckTag(kPong, ping.size()));
+      if (std::memcmp(in_.data() + 1, ping.data() + 1, ping.size() - 1) != 0) {
+        return Problem("echo differs from the ping");
+      }
+      if (i > 0) times.push_back(watch.ElapsedSeconds());
+    }
+    if (times.empty()) return absl::InvalidArgumentError("link probe: pings must be >= 1");
+    std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+    *rtt_s = times[times.size() / 2];
+    return absl::OkStatus();
+  }
+
+  // The receiver drives each direction: it requests a warm-up stream, sizes a second
+  // stream from the warm-up's rate, and reports the second rate back to the sender.
+  // It times from just before sending a request to the arrival of the last chunk,
+  // minus one RTT (the request's trip and the last byte's latency), so a late wake-up
+  // of this thread can only lower the figure, never inflate it.
+  absl::Status ReceiveStreams(double rtt_s, double* bw) {
+    double rate = 0;
+    RETURN_IF_ERROR(ReceiveStream(options_.warmup_bytes, rtt_s, &rate));
+    const double want = rate * absl::ToDoubleSeconds(options_.stream_time);
+    const size_t bytes = static_cast<size_t>(std::clamp(
+        want, static_cast<double>(options_.min_stream_bytes),
+        static_cast<double>(std::max(options_.min_stream_bytes, options_.max_stream_bytes))));
+    RETURN_IF_ERROR(ReceiveStream(bytes, rtt_s, bw));
+    return SendMessage(kRate, *bw);
+  }
+
+  absl::Status ReceiveStream(size_t bytes, double rtt_s, double* rate) {
+    const uint64_t chunk = std::clamp<size_t>(bytes / 16, 1024, payload_.size());
+    const uint64_t chunks = std::max<uint64_t>(1, (bytes + chunk - 1) / chunk);
+    const uint64_t request[2] = {chunks, chunk};
+    const int64_t start_ns = NowNs();
+    RETURN_IF_ERROR(SendMessage(kStream, request, sizeof(request)));
+    for (uint64_t c = 0; c < chunks; ++c) {
+      RETURN_IF_ERROR(Receive());
+      if (in_.size() != chunk) {
+        return Problem(absl::StrFormat("stream chunk of %d bytes, expected %d", in_.size(), chunk));
+      }
+    }
+    const double elapsed = static_cast<double>(NowNs() - start_ns) * 1e-9;
+    const double transfer = std::max({elapsed - rtt_s, elapsed / 2, 1e-7});
+    *rate = static_cast<double>(chunks * chunk) / transfer;
+    return absl::OkStatus();
+  }
+
+  absl::Status SendStreams(double* bw) {
+    for (int stage = 0; stage < 2; ++stage) {
+      uint64_t request[2];
+      RETURN_IF_ERROR(Receive());
+      RETURN_IF_ERROR(CheckTag(kStream, 1 + sizeof(request)));
+      std::memcpy(request, in_.data() + 1, sizeof(request));
+      const uint64_t chunks = request[0], chunk = request[1];
+      if (chunks == 0 || chunks > 4096 || chunk == 0 || chunk > payload_.size()) {
+        return Problem(
+            absl::StrFormat("requested an invalid stream (%d chunks of %d bytes)", chunks, chunk));
+      }
+      for (uint64_t c = 0; c < chunks; ++c) {
+        RETURN_IF_ERROR(
+            link_.connection().SendData(absl::MakeConstSpan(payload_.data(), chunk), 0));
+      }
+      bytes_streamed_ += chunks * chunk;
+    }
+    return Expect(kRate, bw);
+  }
+
+  absl::Status SendMessage(Tag tag, double value) {
+    return SendMessage(tag, &value, sizeof(value));
+  }
+  absl::Status SendMessage(Tag tag, const void* body, size_t size) {
+    std::vector<uint8_t> m(1 + size);
+    m[0] = tag;
+    std::memcpy(m.data() + 1, body, size);
+    return SendBytes(std::move(m));
+  }
+  // Data frames must stay valid until the sends are flushed: keep them in outbox_
+  // (a deque never moves its elements).
+  absl::Status SendBytes(std::vector<uint8_t> m) {
+    outbox_.push_back(std::move(m));
+    return link_.connection().SendData(outbox_.back(), 0);
+  }
+  absl::Status Flush() { return link_.connection().WaitSendsDone(options_.timeout); }
+
+  absl::Status Receive() { return link_.connection().RecvData(&in_, options_.timeout); }
+
+  absl::Status CheckTag(Tag tag, size_t size) {
+    if (in_.empty() || in_[0] != tag || in_.size() != size) {
+      return Problem(
+          absl::StrFormat("unexpected message (tag %d, %d bytes) where tag %d of %d "
+                          "bytes belongs",
+                          in_.empty() ? -1 : in_[0], in_.size(), tag, size));
+    }
+    return absl::OkStatus();
+  }
+
+  // Receives a message carrying one double (or none when value is null).
+  absl::Status Expect(Tag tag, double* value) {
+    RETURN_IF_ERROR(Receive());
+    RETURN_IF_ERROR(CheckTag(tag, 1 + sizeof(double)));
+    double v;
+    std::memcpy(&v, in_.data() + 1, sizeof(v));
+    if (!std::isfinite(v) || v < 0) return Problem(absl::StrFormat("sent a bad value %g", v));
+    if (value) *value = v;
+    return absl::OkStatus();
+  }
+
+  absl::Status Problem(const std::string& what) {
+    return absl::DataLossError(absl::StrFormat("link probe with %s: %s", link_.peer_name(), what));
+  }
+
+  net::Link& link_;
+  const ProbeOptions& options_;
+  std::deque<std::vector<uint8_t>> outbox_;
+  std::vector<uint8_t> payload_;
+  std::vector<uint8_t> in_;
+  uint64_t bytes_streamed_ = 0;
+};
+
+absl::StatusOr<std::vector<int>> ResolvePeers(const net::TcpNode& node,
+                                              const ProbeOptions& options) {
+  std::vector<int> peers = options.peers;
+  if (peers.empty()) {
+    for (int r = 0; r < node.num_hosts(); ++r) peers.push_back(r);
+  }
+  std::vector<int> sorted = peers;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end() || sorted.front() < 0 ||
+      sorted.back() >= node.num_hosts()) {
+    return absl::InvalidArgumentError(
+        "link probe: peers must be distinct hosts-file ranks of this node's hosts");
+  }
+  if (!std::binary_search(sorted.begin(), sorted.end(), node.self_rank())) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "link probe: this peer (rank %d) is not among the probed peers", node.self_rank()));
+  }
+  return sorted;
+}
+
+}  // namespace
+
+std::vector<std::vector<std::pair<int, int>>> ProbeSchedule(int n) {
+  std::vector<std::vector<std::pair<int, int>>> rounds;
+  if (n < 2) return rounds;
+  const int m = n % 2 == 0 ? n : n + 1;  // index m-1 is a dummy when n is odd
+  for (int r = 0; r < m - 1; ++r) {
+    std::vector<std::pair<int, int>> pairs;
+    for (int i = 0; i < m / 2; ++i) {
+      int a = i == 0 ? m - 1 : (r + i) % (m - 1);
+      int b = (r + m - 1 - i) % (m - 1);
+      if (a >= n || b >= n) continue;  // the dummy: this peer sits out
+      pairs.emplace_back(std::min(a, b), std::max(a, b));
+    }
+    std::sort(pairs.begin(), pairs.end());
+    rounds.push_back(std::move(pairs));
+  }
+  return rounds;
+}
+
+absl::StatusOr<LinkMatrix> ShareLinkRows(net::RingTransport& ring, const LinkMatrix& mine,
+                                         int self_index, absl::Duration timeout) {
+  const int n = mine.size();
+  if (ring.size() != n) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("link probe: the ring has %d peers but %d are probed", ring.size(), n));
+  }
+  ASSIGN_OR_RETURN(auto rows, AllgatherBytes(&ring, EncodeLinkRow(mine, self_index), timeout));
+  LinkMatrix all;
+  all.peers = mine.peers;
+  all.bandwidth_bps.assign(n, std::vector<double>(n, 0.0));
+  all.rtt_s.assign(n, std::vector<double>(n, 0.0));
+  std::vector<bool> seen(n, false);
+  for (int pos = 0; pos < n; ++pos) {
+    const auto& row = rows[pos];
+    uint32_t index = 0;
+    if (row.size() >= 12) std::memcpy(&index, row.data() + 8, sizeof(index));
+    if (index >= static_cast<uint32_t>(n) || seen[index]) {
+      return absl::DataLossError(absl::StrFormat(
+          "link probe: ring position %d sent row %d, missing or already received", pos, index));
+    }
+    seen[index] = true;
+    RETURN_IF_ERROR(DecodeLinkRow(row, static_cast<int>(index),
+                                  absl::StrFormat("ring position %d", pos), &all));
+  }
+  return all;
+}
+
+absl::StatusOr<LinkMatrix> ProbeLinks(net::TcpNode& node, net::RingTransport& ring,
+                                      const ProbeOptions& options, ProbeStats* stats) {
+  Stopwatch watch;
+  ASSIGN_OR_RETURN(std::vector<int> peers, ResolvePeers(node, options));
+  const int n = static_cast<int>(peers.size());
+  const int self = static_cast<int>(std::lower_bound(peers.begin(), peers.end(), node.self_rank()) -
+                                    peers.begin());
+  LinkMatrix mine;
+  mine.peers = peers;
+  mine.bandwidth_bps.assign(n, std::vector<double>(n, 0.0));
+  mine.rtt_s.assign(n, std::vector<double>(n, 0.0));
+
+  const auto schedule = ProbeSchedule(n);
+  uint64_t streamed = 0;
+  for (size_t r = 0; r < schedule.size(); ++r) {
+    int partner = -1;
+    for (const auto& [a, b] : schedule[r]) {
+      if (a == self) partner = b;
+      if (b == self) partner = a;
+    }
+    if (partner < 0) continue;
+    const bool dialer = self < partner;
+    const absl::Time deadline = absl::Now() + options.timeout;
+    auto pending = dialer ? node.ConnectTo(peers[partner], options.channel, deadline)
+                          : node.AcceptFrom(peers[partner], options.channel, deadline);
+    if (!pending->Wait(options.timeout + absl::Seconds(1))) {
+      pending->Cancel();
+      return absl::DeadlineExceededError(
+          absl::StrFormat("link probe: no link to %s within %s (%s)", node.PeerName(peers[partner]),
+                          absl::FormatDuration(options.timeout), pending->Describe()));
+    }
+    ASSIGN_OR_RETURN(std::unique_ptr<net::Link> link, pending->Take());
+    PairProbe probe(*link, options);
+    double rtt = 0, bw_out = 0, bw_in = 0;
+    RETURN_IF_ERROR(dialer ? probe.RunDialer(&rtt, &bw_out, &bw_in)
+                           : probe.RunAcceptor(&rtt, &bw_out, &bw_in));
+    streamed += probe.bytes_streamed();
+    mine.bandwidth_bps[self][partner] = bw_out;
+    mine.rtt_s[self][partner] = rtt;
+    LogDebug("link probe round %d: to %s %.1f MB/s, from it %.1f MB/s, rtt %.3f ms", r,
+             node.PeerName(peers[partner]), bw_out / 1e6, bw_in / 1e6, rtt * 1e3);
+  }
+  ASSIGN_OR_RETURN(LinkMatrix all, ShareLinkRows(ring, mine, self, options.timeout));
+  if (stats) {
+    stats->seconds = watch.ElapsedSeconds();
+    stats->rounds = static_cast<int>(schedule.size());
+    stats->bytes_streamed = streamed;
+  }
+  return all;
+}
+
+}  // namespace rt::collective

@@ -1,0 +1,78 @@
+// Link probing (issue 5, item 3): every peer measures round-trip time and bandwidth to
+// every other peer over direct links, then all peers share the full matrix.
+//
+// Schedule: a round-robin tournament (circle method). In each round the peers form
+// disjoint pairs, so no peer probes two links at once; N-1 rounds for even N, N for
+// odd N (one peer sits out each round). Within a pair the lower hosts-file rank dials
+// (TcpNode::ConnectTo on `channel`), the other accepts. Rounds need no global barrier:
+// a pair starts timing only after the acceptor says "go", i.e. when both are free.
+//
+// Per pair (all messages are data frames on the pair's own link):
+//   1. acceptor sends GO;
+//   2. RTT: the dialer sends `pings` + 1 pings of `ping_bytes` and times the echoes
+//      (first one untimed); RTT = median; the dialer tells the acceptor;
+//   3. bandwidth, each direction in turn, driven by the receiver: it requests a
+//      warm-up stream of `warmup_bytes`, then a second stream of rate * `stream_time`
+//      bytes (clamped to [min_stream_bytes, max_stream_bytes]); each stream is timed
+//      from the request to the arrival of its last chunk, minus one RTT; the second
+//      rate is reported to the sender. So a pair costs about 2 * stream_time + a few
+//      RTT on any link speed, and the whole probe about rounds * that;
+//   4. the acceptor acknowledges and both close the pair's link.
+// Then each peer contributes its row (its outgoing bandwidths and RTTs) to an
+// allgather over `ring`, and every peer assembles the same bytes into the matrix.
+//
+// Every peer in `peers` must call ProbeLinks with equal options at the same point of
+// its run (e.g. a step boundary), while no collective is running on `ring`. Failures
+// (a peer that does not come, a broken link, a malformed message) return an error that
+// names the peer; nothing hangs beyond `timeout` per wait.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "collective/link_matrix.h"
+#include "net/ring_transport.h"
+#include "net/tcp_node.h"
+
+namespace rt::collective {
+
+// Link channels at and above this are for probes (rings use small channel numbers).
+inline constexpr uint64_t kProbeChannelBase = uint64_t{1} << 48;
+
+struct ProbeOptions {
+  std::vector<int> peers;  // hosts-file ranks taking part (= the ring's members); empty = all
+  uint64_t channel = kProbeChannelBase;  // same on every peer, a new one for every probe
+  int pings = 8;                         // timed ping-pongs per pair
+  size_t ping_bytes = 64;
+  size_t warmup_bytes = size_t{256} << 10;
+  size_t min_stream_bytes = size_t{256} << 10;
+  size_t max_stream_bytes = size_t{16} << 20;
+  size_t max_chunk_bytes = size_t{1} << 20;             // stream frame size (at most; >= 16 chunks)
+  absl::Duration stream_time = absl::Milliseconds(40);  // target per direction and pair
+  absl::Duration timeout = absl::Seconds(30);           // per link setup and per receive
+};
+
+// Round r of the tournament for n peers: disjoint pairs (a, b), a < b, of indices
+// 0..n-1. Every unordered pair appears in exactly one round.
+std::vector<std::vector<std::pair<int, int>>> ProbeSchedule(int n);
+
+struct ProbeStats {
+  double seconds = 0;           // wall time of the whole probe, sharing included
+  int rounds = 0;               // tournament rounds
+  uint64_t bytes_streamed = 0;  // by this peer (both streams of all its pairs)
+};
+
+// Measures this peer's links (node.self_rank() must be in peers) and shares the
+// matrix over `ring` (whose members are `peers`, any order). *stats is optional.
+absl::StatusOr<LinkMatrix> ProbeLinks(net::TcpNode& node, net::RingTransport& ring,
+                                      const ProbeOptions& options, ProbeStats* stats = nullptr);
+
+// Shares already measured rows: mine is row `self_index` of a matrix with `peers`.
+// (ProbeLinks' last step; exposed for tests and for re-sharing.)
+absl::StatusOr<LinkMatrix> ShareLinkRows(net::RingTransport& ring, const LinkMatrix& mine,
+                                         int self_index, absl::Duration timeout);
+
+}  // namespace rt::collective

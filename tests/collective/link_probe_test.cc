@@ -1,0 +1,263 @@
+// Link probing on loopback (3 and 4 peers in threads): tournament schedule, row wire
+// format, identical matrices on every peer, the ring order every peer derives from
+// them, and re-forming the ring in that order with a correct allreduce over it.
+#include "collective/link_probe.h"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <set>
+#include <thread>
+
+#include "../net/net_test_util.h"
+#include "collective/link_matrix.h"
+#include "collective/ring_allreduce.h"
+#include "core/clock.h"
+
+namespace {
+
+using namespace rt::collective;
+using rt::net::TcpRing;
+using rt::net::TcpRingOptions;
+using namespace rt::net::testing;
+
+ProbeOptions TestProbeOptions() {
+  ProbeOptions o;
+  o.pings = 4;
+  o.stream_time = absl::Milliseconds(10);
+  o.max_stream_bytes = size_t{4} << 20;
+  o.timeout = absl::Seconds(20);
+  return o;
+}
+
+std::vector<std::unique_ptr<TcpRing>> MakeRings(int n) {
+  auto hosts = LoopbackHosts(n);
+  std::vector<TcpRingOptions> opts;
+  for (int r = 0; r < n; ++r) opts.push_back(RingOptions(hosts, r));
+  std::vector<std::unique_ptr<TcpRing>> rings;
+  for (auto& r : FormRings(opts)) {
+    INFO(r.status().ToString());
+    REQUIRE(r.ok());
+    rings.push_back(*std::move(r));
+  }
+  return rings;
+}
+
+// Runs ProbeLinks on every ring's node in parallel.
+std::vector<absl::StatusOr<LinkMatrix>> ProbeAll(std::vector<std::unique_ptr<TcpRing>>& rings,
+                                                 const ProbeOptions& options,
+                                                 std::vector<ProbeStats>* stats) {
+  const size_t n = rings.size();
+  std::vector<absl::StatusOr<LinkMatrix>> out(n, absl::UnknownError("not run"));
+  stats->assign(n, ProbeStats{});
+  std::vector<std::thread> threads;
+  for (size_t p = 0; p < n; ++p) {
+    threads.emplace_back(
+        [&, p] { out[p] = ProbeLinks(*rings[p]->node(), *rings[p], options, &(*stats)[p]); });
+  }
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+LinkMatrix Synthetic(int n, double seed) {
+  LinkMatrix m;
+  for (int i = 0; i < n; ++i) m.peers.push_back(i * 2 + 1);
+  m.bandwidth_bps.assign(n, std::vector<double>(n, 0));
+  m.rtt_s.assign(n, std::vector<double>(n, 0));
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < n; ++j) {
+      if (i == j) continue;
+      m.bandwidth_bps[i][j] = 1e6 * (1 + std::fmod(seed * (i * 7 + j * 3 + 1), 97.0));
+      m.rtt_s[i][j] = m.rtt_s[j][i] = 1e-4 * (1 + ((i + j) % 5)) / 3.0;
+    }
+  }
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("probe schedule: disjoint pairs per round, every pair exactly once") {
+  for (int n = 1; n <= 10; ++n) {
+    CAPTURE(n);
+    auto rounds = ProbeSchedule(n);
+    CHECK(static_cast<int>(rounds.size()) == (n < 2 ? 0 : n % 2 == 0 ? n - 1 : n));
+    std::set<std::pair<int, int>> seen;
+    for (const auto& round : rounds) {
+      std::set<int> busy;
+      for (auto [a, b] : round) {
+        CHECK(a < b);
+        CHECK(a >= 0);
+        CHECK(b < n);
+        CHECK(busy.insert(a).second);  // nobody in two pairs of one round
+        CHECK(busy.insert(b).second);
+        CHECK(seen.insert({a, b}).second);  // no pair twice
+      }
+      CHECK(static_cast<int>(round.size()) == n / 2);
+    }
+    CHECK(static_cast<int>(seen.size()) == n * (n - 1) / 2);
+  }
+}
+
+TEST_CASE("link rows: exact round trip and validation of malformed rows") {
+  LinkMatrix m = Synthetic(4, 1.37);
+  m.bandwidth_bps[2][1] = 123456789.123456789;  // any double travels bit-exactly
+  LinkMatrix back;
+  back.peers = m.peers;
+  back.bandwidth_bps.assign(4, std::vector<double>(4, 0));
+  back.rtt_s = back.bandwidth_bps;
+  for (int i = 0; i < 4; ++i) REQUIRE(DecodeLinkRow(EncodeLinkRow(m, i), i, "test", &back).ok());
+  CHECK(back.BitwiseEquals(m));
+
+  auto row = EncodeLinkRow(m, 2);
+  CHECK_FALSE(DecodeLinkRow(row, 1, "p", &back).ok());  // wrong row
+  auto bad = row;
+  bad[0] = 'X';
+  CHECK_FALSE(DecodeLinkRow(bad, 2, "p", &back).ok());
+  bad = row;
+  bad.pop_back();
+  CHECK_FALSE(DecodeLinkRow(bad, 2, "p", &back).ok());
+  bad = row;
+  bad[16] = 9;  // peer list differs
+  CHECK_FALSE(DecodeLinkRow(bad, 2, "p", &back).ok());
+  LinkMatrix nan = m;
+  nan.rtt_s[2][0] = std::numeric_limits<double>::quiet_NaN();
+  auto st = DecodeLinkRow(EncodeLinkRow(nan, 2), 2, "ring position 5", &back);
+  CHECK_FALSE(st.ok());
+  CHECK(StatusText(st).find("ring position 5") != std::string::npos);
+}
+
+TEST_CASE("ring plan: described with each link's speed, same order from the same matrix") {
+  LinkMatrix m = Synthetic(5, 2.71);
+  auto a = PlanRingOrder(m);
+  auto b = PlanRingOrder(m);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK(a->host_order == b->host_order);
+  CHECK(a->host_order.front() == m.peers.front());
+  CHECK(std::set<int>(a->host_order.begin(), a->host_order.end()) ==
+        std::set<int>(m.peers.begin(), m.peers.end()));
+  auto exact = ComputeRingOrderExact(m.bandwidth_bps, m.rtt_s);
+  REQUIRE(exact.ok());
+  CHECK(a->bottleneck_bps == exact->bottleneck_bps);
+  INFO(a->description);
+  CHECK(a->description.rfind("ring order 1 -> ", 0) == 0);
+  CHECK(a->description.find("bottleneck") != std::string::npos);
+  CHECK(SummarizeRing(m, a->host_order).bottleneck_bps == a->bottleneck_bps);
+
+  LinkMatrix two;
+  two.peers = {0, 1};
+  two.bandwidth_bps = {{0, 118e6}, {940e6, 0}};
+  two.rtt_s = {{0, 2e-4}, {2e-4, 0}};
+  CHECK(DescribeRing(two, {0, 1}) ==
+        "ring order 0 -> 1 -> 0: 118 MB/s, 940 MB/s; bottleneck 118 MB/s, rtt sum 0.400 ms");
+}
+
+TEST_CASE(
+    "link probe on loopback: identical matrices, then the ring re-forms in the chosen "
+    "order and allreduces correctly") {
+  for (int n : {3, 4}) {
+    CAPTURE(n);
+    auto rings = MakeRings(n);
+    std::vector<ProbeStats> stats;
+    ProbeOptions options = TestProbeOptions();
+    auto matrices = ProbeAll(rings, options, &stats);
+    for (auto& m : matrices) {
+      INFO(m.status().ToString());
+      REQUIRE(m.ok());
+    }
+    const LinkMatrix& m0 = *matrices[0];
+    REQUIRE(m0.size() == n);
+    for (int p = 1; p < n; ++p) CHECK(matrices[p]->BitwiseEquals(m0));
+    double min_bw = 1e30, max_rtt = 0;
+    for (int i = 0; i < n; ++i) {
+      CHECK(m0.peers[i] == i);
+      CHECK(m0.bandwidth_bps[i][i] == 0);
+      CHECK(m0.rtt_s[i][i] == 0);
+      for (int j = 0; j < n; ++j) {
+        if (i == j) continue;
+        CHECK(m0.bandwidth_bps[i][j] > 1e6);  // loopback: far above 1 MB/s
+        CHECK(m0.rtt_s[i][j] > 0);
+        CHECK(m0.rtt_s[i][j] < 0.5);
+        CHECK(m0.rtt_s[i][j] == m0.rtt_s[j][i]);  // one measurement per pair
+        min_bw = std::min(min_bw, m0.bandwidth_bps[i][j]);
+        max_rtt = std::max(max_rtt, m0.rtt_s[i][j]);
+      }
+    }
+    CHECK(stats[0].rounds == (n % 2 == 0 ? n - 1 : n));
+    CHECK(stats[0].bytes_streamed > 0);
+    MESSAGE(n << " peers: probe " << stats[0].seconds * 1e3 << " ms, min bandwidth " << min_bw / 1e9
+              << " GB/s, max rtt " << max_rtt * 1e6 << " us");
+
+    // Every peer computes the same order from its own copy.
+    std::vector<RingPlan> plans;
+    for (auto& m : matrices) {
+      auto plan = PlanRingOrder(*m);
+      REQUIRE(plan.ok());
+      plans.push_back(*plan);
+    }
+    for (int p = 1; p < n; ++p) CHECK(plans[p].host_order == plans[0].host_order);
+    MESSAGE(plans[0].description);
+
+    // Re-form in that order on the same nodes and check an allreduce over it.
+    auto reformed = EmptyResults(n);
+    std::vector<absl::Status> sums(n);
+    const size_t len = 100003;
+    std::vector<std::vector<float>> data(n);
+    std::vector<std::thread> threads;
+    for (int p = 0; p < n; ++p) {
+      threads.emplace_back([&, p] {
+        reformed[p] = TcpRing::Form(rings[p]->node(), plans[p].host_order, 1, absl::Seconds(20));
+        if (!reformed[p].ok()) return;
+        data[p].resize(len);
+        for (size_t i = 0; i < len; ++i) data[p][i] = static_cast<float>((p + 1) * (i % 7));
+        sums[p] = AllreduceSum(reformed[p]->get(), absl::MakeSpan(data[p]));
+      });
+    }
+    for (auto& t : threads) t.join();
+    const float total = static_cast<float>(n * (n + 1) / 2);
+    for (int p = 0; p < n; ++p) {
+      INFO(reformed[p].status().ToString());
+      REQUIRE(reformed[p].ok());
+      CHECK((*reformed[p])->order() == plans[0].host_order);
+      CHECK(sums[p].ok());
+      bool exact = true;
+      for (size_t i = 0; i < len; ++i) exact = exact && data[p][i] == total * (i % 7);
+      CHECK(exact);
+    }
+  }
+}
+
+TEST_CASE("link probe: a second probe on a new channel works and bad peer sets are refused") {
+  auto rings = MakeRings(2);
+  std::vector<ProbeStats> stats;
+  ProbeOptions options = TestProbeOptions();
+  for (uint64_t k = 0; k < 2; ++k) {
+    options.channel = kProbeChannelBase + k;
+    auto matrices = ProbeAll(rings, options, &stats);
+    for (auto& m : matrices) {
+      INFO(m.status().ToString());
+      REQUIRE(m.ok());
+    }
+    CHECK(matrices[0]->BitwiseEquals(*matrices[1]));
+  }
+  ProbeOptions wrong = options;
+  wrong.peers = {1};  // rank 0 probes but is not listed
+  auto st = ProbeLinks(*rings[0]->node(), *rings[0], wrong);
+  REQUIRE_FALSE(st.ok());
+  CHECK(StatusText(st.status()).find("not among") != std::string::npos);
+  wrong.peers = {0, 0};
+  CHECK_FALSE(ProbeLinks(*rings[0]->node(), *rings[0], wrong).ok());
+}
+
+TEST_CASE("link probe: a peer that never comes gives a clear error, no hang") {
+  auto rings = MakeRings(2);
+  ProbeOptions options = TestProbeOptions();
+  options.timeout = absl::Milliseconds(500);
+  rt::Stopwatch watch;
+  auto st = ProbeLinks(*rings[0]->node(), *rings[0], options);  // rank 1 never probes
+  CHECK(watch.ElapsedSeconds() < 10);
+  REQUIRE_FALSE(st.ok());
+  INFO(st.status().ToString());
+  CHECK(StatusText(st.status()).find("rank 1") != std::string::npos);
+}
