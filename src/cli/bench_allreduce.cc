@@ -245,9 +245,10 @@ std::string ResultJson(const SizeResult& r, int peers) {
   const double busbw = r.algbw() * 2.0 * (peers - 1) / peers;
   return absl::StrFormat(
       "\"size\":%d,\"bytes\":%d,\"wire_bytes\":%.0f,\"seconds\":%.6f,\"seconds_min\":%.6f,"
-      "\"seconds_max\":%.6f,\"algbw_GBps\":%.4f,\"busbw_GBps\":%.4f,\"codec_used\":\"%s\"",
+      "\"seconds_max\":%.6f,\"algbw_GBps\":%.4f,\"busbw_GBps\":%.4f,\"cpu_seconds\":%.6f,"
+      "\"encode_seconds\":%.6f,\"exchange_seconds\":%.6f,\"codec_used\":\"%s\"",
       r.elements, r.elements * 4, r.wire_bytes, r.seconds, r.seconds_min, r.seconds_max, r.algbw(),
-      busbw, r.codec_used);
+      busbw, r.cpu_seconds, r.encode_seconds, r.exchange_seconds, r.codec_used);
 }
 
 absl::Status Run() {
