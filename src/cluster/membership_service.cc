@@ -1,0 +1,443 @@
+// MembershipService: control links (dial/accept/redial), the control thread that
+// drives Membership, and the thread-safe snapshot the trainer reads.
+#include "cluster/membership_service.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "net/hosts_file.h"
+
+namespace rt::cluster {
+namespace {
+
+int64_t NowMs() { return NowNs() / 1000000; }
+
+// How long one ConnectTo keeps retrying (it backs off up to 1 s between attempts);
+// then a new one starts. AcceptFrom waits are re-armed just the same.
+constexpr absl::Duration kDialSpan = absl::Seconds(30);
+constexpr absl::Duration kAcceptSpan = absl::Seconds(60);
+// Receivers wake this often to notice a newer link from their peer or Stop().
+constexpr absl::Duration kReceivePoll = absl::Milliseconds(50);
+
+std::string Names(const std::vector<PeerId>& peers) {
+  return peers.empty() ? "none" : absl::StrJoin(peers, " ");
+}
+
+}  // namespace
+
+struct MembershipService::OutLink {
+  std::unique_ptr<net::Link> link;
+  std::shared_ptr<net::PendingLink> dialing;
+  int64_t dial_after_ms = 0;
+  bool warned = false;          // a fatal refusal was logged
+  std::deque<Envelope> queued;  // sent while no link was up
+};
+
+MembershipService::MembershipService(MembershipServiceOptions options)
+    : options_(std::move(options)), node_(options_.node) {}
+
+absl::StatusOr<std::unique_ptr<MembershipService>> MembershipService::Start(
+    MembershipServiceOptions options) {
+  if (!options.node) return absl::InvalidArgumentError("MembershipService needs a started node");
+  if (options.heartbeat_interval_ms <= 0 || options.peer_timeout_ms <= 0 ||
+      options.proposal_timeout_ms <= 0) {
+    return absl::InvalidArgumentError("membership timeouts must be positive");
+  }
+  if (options.peer_timeout_ms < 2 * options.heartbeat_interval_ms) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("peer timeout %d ms must be at least two heartbeat intervals (%d ms each)",
+                        options.peer_timeout_ms, options.heartbeat_interval_ms));
+  }
+  std::unique_ptr<MembershipService> s(new MembershipService(std::move(options)));
+  const auto& hosts = s->node_->options().hosts;
+  for (const auto& h : hosts) s->node_peers_.push_back(h.Endpoint());
+  s->self_ = s->node_peers_[s->node_->self_rank()];
+
+  MembershipConfig c;
+  c.self = s->self_;
+  c.hosts = s->node_peers_;
+  c.min_peers = s->options_.min_peers;
+  c.peer_timeout_ms = s->options_.peer_timeout_ms;
+  c.heartbeat_interval_ms = s->options_.heartbeat_interval_ms;
+  c.proposal_timeout_ms = s->options_.proposal_timeout_ms;
+  c.startup_grace_ms = s->options_.startup_grace_ms;
+  c.initial_epoch = s->options_.initial_epoch;
+  c.initial_state = s->options_.initial_state;
+  s->membership_ = std::make_unique<Membership>(c, NowMs());
+  s->out_.resize(hosts.size());
+  for (size_t r = 0; r < hosts.size(); ++r) {
+    if (static_cast<int>(r) != s->node_->self_rank()) s->out_[r] = std::make_unique<OutLink>();
+  }
+  {
+    std::lock_guard<std::mutex> lock(s->mu_);
+    s->agreed_hosts_ = s->membership_->agreed_hosts();
+  }
+  MembershipService* raw = s.get();
+  for (size_t r = 0; r < hosts.size(); ++r) {
+    if (static_cast<int>(r) == s->node_->self_rank()) continue;
+    s->receivers_.emplace_back([raw, r] { raw->ReceiveLoop(static_cast<int>(r)); });
+  }
+  s->control_thread_ = std::thread([raw] { raw->ControlLoop(); });
+  return s;
+}
+
+MembershipService::~MembershipService() { Stop(); }
+
+void MembershipService::Stop() {
+  if (stop_.exchange(true)) {
+    if (control_thread_.joinable()) control_thread_.join();
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopped_ = true;
+  }
+  cv_.notify_all();
+  state_cv_.notify_all();
+  for (auto& t : receivers_) t.join();
+  receivers_.clear();
+  if (control_thread_.joinable()) control_thread_.join();
+  for (auto& o : out_) {
+    if (!o) continue;
+    if (o->dialing) o->dialing->Cancel();
+    o->link.reset();
+  }
+  out_.clear();
+  node_.reset();
+}
+
+// ---------------------------------------------------------------- snapshot API
+
+View MembershipService::view() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return view_;
+}
+bool MembershipService::CanTrain() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return can_train_;
+}
+std::string MembershipService::pause_reason() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pause_reason_;
+}
+Membership::Phase MembershipService::phase() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return phase_;
+}
+std::vector<PeerId> MembershipService::agreed_hosts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return agreed_hosts_;
+}
+
+std::optional<Decision> MembershipService::NextDecision(absl::Duration timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  state_cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
+                     [&] { return !decisions_.empty() || stopped_; });
+  if (decisions_.empty()) return std::nullopt;
+  Decision d = std::move(decisions_.front());
+  decisions_.pop_front();
+  return d;
+}
+
+bool MembershipService::WaitFor(const std::function<bool(const View&, bool)>& pred,
+                                absl::Duration timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return state_cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout), [&] {
+    return stopped_ || pred(view_, can_train_);
+  }) && !stopped_;
+}
+
+std::optional<View> MembershipService::WaitUntilTraining(absl::Duration timeout) {
+  if (!WaitFor([](const View& v, bool t) { return t && !v.empty(); }, timeout)) {
+    return std::nullopt;
+  }
+  return view();
+}
+
+void MembershipService::StepCompleted(StateVersion state) {
+  Event e{Event::kStep, {}, {}, state, {}, {}};
+  Post(std::move(e));
+}
+void MembershipService::SetState(StateVersion state) {
+  Post(Event{Event::kSetState, {}, {}, state, {}, {}});
+}
+void MembershipService::StateTransferFailed(StateVersion state) {
+  Post(Event{Event::kTransferFailed, {}, {}, state, {}, {}});
+}
+void MembershipService::HostsChanged(std::vector<PeerId> hosts) {
+  Post(Event{Event::kHosts, {}, {}, {}, std::move(hosts), {}});
+}
+absl::Status MembershipService::HostsFileChanged(const std::string& path) {
+  absl::StatusOr<std::vector<net::HostEntry>> hosts = net::LoadHostsFile(path);
+  if (!hosts.ok()) return hosts.status();
+  std::vector<PeerId> ids;
+  for (const auto& h : *hosts) ids.push_back(h.Endpoint());
+  for (const auto& id : ids) {
+    if (RankOfPeer(id) < 0) {
+      LogWarning("hosts file %s adds %s, which this process cannot link to until it restarts", path,
+                 id);
+    }
+  }
+  HostsChanged(std::move(ids));
+  return absl::OkStatus();
+}
+void MembershipService::Leave(const std::string& reason) {
+  Post(Event{Event::kLeave, {}, {}, {}, {}, reason});
+}
+
+void MembershipService::SetBlockedPeers(std::set<PeerId> peers) {
+  std::lock_guard<std::mutex> lock(mu_);
+  blocked_ = std::move(peers);
+}
+
+bool MembershipService::Blocked(const PeerId& peer) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return blocked_.count(peer) > 0;
+}
+
+int MembershipService::RankOfPeer(const PeerId& peer) const {
+  auto it = std::find(node_peers_.begin(), node_peers_.end(), peer);
+  return it == node_peers_.end() ? -1 : static_cast<int>(it - node_peers_.begin());
+}
+
+void MembershipService::Post(Event e) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopped_) return;
+    events_.push_back(std::move(e));
+  }
+  cv_.notify_all();
+}
+
+// ---------------------------------------------------------------- receiving
+
+// One thread per peer: holds the newest link the peer dialled to us and turns its
+// frames into events. A newer link from the same peer (it reconnected) replaces the
+// current one; a failing current link is reported once as broken.
+void MembershipService::ReceiveLoop(int rank) {
+  const PeerId peer = node_peers_[rank];
+  const std::string where = "control link from " + peer;
+  std::unique_ptr<net::Link> cur;
+  auto arm = [&] { return node_->AcceptFrom(rank, options_.channel, absl::Now() + kAcceptSpan); };
+  std::shared_ptr<net::PendingLink> next = arm();
+  std::vector<uint8_t> bytes;
+  while (!stop_.load()) {
+    if (next->Wait(cur ? absl::ZeroDuration() : kReceivePoll)) {
+      absl::StatusOr<std::unique_ptr<net::Link>> link = next->Take();
+      if (link.ok()) {
+        cur = *std::move(link);  // the old link (if any) closes
+      }
+      next = arm();
+      continue;
+    }
+    if (!cur) continue;
+    absl::Status st = cur->connection().RecvControl(&bytes, kReceivePoll);
+    if (absl::IsDeadlineExceeded(st)) continue;
+    if (st.ok()) {
+      absl::StatusOr<Envelope> env = DecodeEnvelope(bytes, where);
+      if (!env.ok()) {
+        LogWarning("%s", std::string(env.status().message()));
+        st = env.status();
+        cur->connection().Fail(st);
+      } else if (env->from != peer) {
+        st = absl::DataLossError(
+            absl::StrFormat("%s carried an envelope from %s", where, env->from));
+        LogWarning("%s", std::string(st.message()));
+        cur->connection().Fail(st);
+      } else {
+        if (!Blocked(peer)) Post(Event{Event::kEnvelope, *std::move(env), peer, {}, {}, {}});
+        continue;
+      }
+    }
+    LogDebug("%s broke: %s", where, std::string(st.message()));
+    cur.reset();
+    if (!Blocked(peer)) Post(Event{Event::kLinkBroken, {}, peer, {}, {}, {}});
+  }
+  next->Cancel();
+}
+
+// ---------------------------------------------------------------- control thread
+
+void MembershipService::ControlLoop() {
+  const int64_t tick_ms = std::max<int64_t>(5, options_.heartbeat_interval_ms / 4);
+  int64_t next_tick = NowMs();
+  std::deque<Event> batch;
+  while (!stop_.load()) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      const int64_t wait_ms = std::max<int64_t>(0, next_tick - NowMs());
+      cv_.wait_for(lock, std::chrono::milliseconds(wait_ms),
+                   [&] { return !events_.empty() || stopped_; });
+      batch.swap(events_);
+    }
+    if (stop_.load()) break;
+    int64_t now = NowMs();
+    for (const Event& e : batch) Apply(e, now);
+    batch.clear();
+    PumpLinks(now);
+    if (now >= next_tick) {
+      membership_->OnTick(now);
+      next_tick = now + tick_ms;
+    }
+    Drain(now);
+  }
+}
+
+void MembershipService::Apply(const Event& e, int64_t now_ms) {
+  Membership& m = *membership_;
+  switch (e.kind) {
+    case Event::kEnvelope:
+      m.OnEnvelope(e.envelope, now_ms);
+      break;
+    case Event::kLinkBroken:
+      m.OnLinkBroken(e.peer, now_ms);
+      break;
+    case Event::kStep:
+      m.OnStepCompleted(e.state, now_ms);
+      break;
+    case Event::kSetState:
+      m.SetState(e.state);
+      break;
+    case Event::kTransferFailed:
+      m.OnStateTransferFailed(e.state, now_ms);
+      break;
+    case Event::kHosts:
+      m.OnHostsFileChanged(e.hosts, now_ms);
+      break;
+    case Event::kLeave:
+      m.AnnounceLeave(e.reason, now_ms);
+      break;
+  }
+}
+
+// Dials peers without an outgoing link, adopts finished dials, drops broken links.
+void MembershipService::PumpLinks(int64_t now_ms) {
+  for (size_t r = 0; r < out_.size(); ++r) {
+    OutLink* o = out_[r].get();
+    if (!o) continue;
+    const PeerId& peer = node_peers_[r];
+    if (o->link && !o->link->connection().status().ok()) {
+      LogDebug("control link to %s broke: %s", peer,
+               std::string(o->link->connection().status().message()));
+      o->link.reset();
+      o->dial_after_ms = now_ms;
+      if (!Blocked(peer)) membership_->OnLinkBroken(peer, now_ms);
+    }
+    if (o->dialing && o->dialing->Wait(absl::ZeroDuration())) {
+      absl::StatusOr<std::unique_ptr<net::Link>> link = o->dialing->Take();
+      o->dialing.reset();
+      if (link.ok()) {
+        o->link = *std::move(link);
+        o->warned = false;
+        for (const Envelope& env : o->queued) {
+          o->link->connection().SetEpoch(env.epoch);
+          (void)o->link->connection().SendOwned(net::FrameType::kControl, EncodeEnvelope(env));
+        }
+        o->queued.clear();
+      } else {
+        const bool fatal =
+            absl::IsFailedPrecondition(link.status()) || absl::IsPermissionDenied(link.status());
+        if (fatal && !o->warned) {
+          LogError("control link to %s: %s", peer, std::string(link.status().message()));
+          o->warned = true;
+        }
+        o->queued.clear();
+        o->dial_after_ms = now_ms + (fatal ? 5000 : 0);
+      }
+    }
+    if (!o->link && !o->dialing && now_ms >= o->dial_after_ms) {
+      o->dialing = node_->ConnectTo(static_cast<int>(r), options_.channel, absl::Now() + kDialSpan);
+    }
+  }
+}
+
+void MembershipService::SendOut(const Outgoing& o, int64_t now_ms) {
+  const int rank = RankOfPeer(o.to);
+  if (rank < 0 || rank == node_->self_rank() || Blocked(o.to)) return;
+  OutLink* out = out_[rank].get();
+  if (out->link) {
+    out->link->connection().SetEpoch(o.envelope.epoch);
+    absl::Status st =
+        out->link->connection().SendOwned(net::FrameType::kControl, EncodeEnvelope(o.envelope));
+    if (st.ok()) return;
+    out->link.reset();
+    out->dial_after_ms = now_ms;
+    membership_->OnLinkBroken(o.to, now_ms);
+    return;
+  }
+  out->queued.push_back(o.envelope);
+  while (out->queued.size() > options_.max_queued_per_peer) out->queued.pop_front();
+}
+
+void MembershipService::Drain(int64_t now_ms) {
+  // Sending may report broken links, which may queue more: loop until quiet.
+  for (int round = 0; round < 4; ++round) {
+    std::vector<Outgoing> outgoing = membership_->TakeOutgoing();
+    std::vector<Decision> decisions = membership_->TakeDecisions();
+    if (outgoing.empty() && decisions.empty()) break;
+    for (const Outgoing& o : outgoing) SendOut(o, now_ms);
+    for (const Decision& d : decisions) Publish(d);
+  }
+  const Membership& m = *membership_;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    view_ = m.view();
+    can_train_ = m.CanTrain();
+    pause_reason_ = m.pause_reason();
+    phase_ = m.phase();
+    agreed_hosts_ = m.agreed_hosts();
+  }
+  state_cv_.notify_all();
+}
+
+void MembershipService::Publish(const Decision& d) {
+  switch (d.kind) {
+    case Decision::kInstallView: {
+      std::vector<PeerId> joined, left;
+      for (const auto& p : d.view.members) {
+        if (!last_logged_view_.Contains(p)) joined.push_back(p);
+      }
+      for (const auto& p : last_logged_view_.members) {
+        if (!d.view.Contains(p)) left.push_back(p);
+      }
+      LogInfo(
+          "view change: epoch %d, members [%s], leader %s, left: %s, joined: %s, resume %s "
+          "from %s%s",
+          d.view.epoch, Names(d.view.members), d.view.leader(), Names(left), Names(joined),
+          d.agreement.resume.ToString(), d.agreement.source,
+          d.need_state ? " (fetching state)" : "");
+      last_logged_view_ = d.view;
+      break;
+    }
+    case Decision::kPause:
+      LogWarning("paused: %s", d.reason);
+      break;
+    case Decision::kExcluded:
+      LogWarning("excluded from the view: %s", d.reason);
+      last_logged_view_ = View{};
+      break;
+    case Decision::kWarning:
+      LogWarning("%s", d.reason);
+      break;
+    case Decision::kSuspect:
+      LogInfo("suspect %s: %s", d.peer, d.reason);
+      break;
+    case Decision::kStopTraining:
+    case Decision::kLeave:
+      LogInfo("%s: %s", DecisionKindName(d.kind), d.reason);
+      break;
+  }
+  if (options_.on_decision) options_.on_decision(d);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    decisions_.push_back(d);
+    if (decisions_.size() > 4096) decisions_.pop_front();  // nobody is reading them
+  }
+  state_cv_.notify_all();
+}
+
+}  // namespace rt::cluster

@@ -1,0 +1,160 @@
+// MembershipService: the socket-level runtime of Membership (issue 6 items 1-3, 7).
+//
+// One service per peer. It owns a full mesh of small control links on a TcpNode
+// (the node the ring uses too, on its own channel, so heartbeats never queue behind
+// gradient chunks) and drives one Membership on its own control thread, so compute
+// never delays heartbeats. Links are one-way: every peer dials each other peer and
+// sends on that link (redialled with backoff whenever it breaks or the peer comes
+// back), and accepts each other peer's link and receives on it. Every Envelope is the
+// payload of one kControl frame whose frame epoch is the envelope epoch; the
+// Membership's EpochGate refuses older epochs (the frame layer does not, so a stale
+// peer is answered, not disconnected).
+//
+// Events reach Membership in arrival order on the control thread: received
+// envelopes, broken links (OnLinkBroken: a closed socket is noticed at once, a silent
+// peer after peer_timeout_ms), ticks every heartbeat_interval_ms/4, and the trainer's
+// calls below. Decisions come back through NextDecision() (a queue, in order) and the
+// optional on_decision callback (called on the control thread: keep it short, e.g.
+// abort the collective in flight on kStopTraining).
+//
+// Thread-safety: every public method may be called from any thread.
+// Limitation: peers are the ranks of node->options().hosts; an edited hosts file may
+// drop entries (and quorum follows it), but entries the node does not know cannot be
+// linked until net::TcpNode can change its host list.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "cluster/membership.h"
+#include "net/tcp_node.h"
+
+namespace rt::cluster {
+
+// The channel of control links ("CTRL" + 1); rings and state transfers use others.
+inline constexpr uint64_t kControlChannel = 0x4C525443'00000001ull;
+
+struct MembershipServiceOptions {
+  std::shared_ptr<net::TcpNode> node;  // started; its hosts and self rank name the peers
+  uint64_t channel = kControlChannel;
+  int min_peers = 0;                    // --min-peers (0: majority of the hosts file)
+  int64_t peer_timeout_ms = 3000;       // --peer-timeout: silent this long = suspected
+  int64_t heartbeat_interval_ms = 300;  // every peer heartbeats every peer this often
+  int64_t proposal_timeout_ms = 1500;   // acks of a view proposal must come within this
+  int64_t startup_grace_ms = 10000;     // at start, wait this long for every host
+  uint64_t initial_epoch = 0;           // epoch of the checkpoint resumed from
+  StateVersion initial_state{0, -1};    // what this peer holds at start (-1: nothing)
+  size_t max_queued_per_peer = 64;      // envelopes kept while a link is being dialled
+  // Called on the control thread for every decision, before NextDecision sees it.
+  std::function<void(const Decision&)> on_decision;
+};
+
+class MembershipService {
+ public:
+  // Starts the control thread and the links. The node must outlive nothing: the
+  // service keeps it alive until Stop().
+  static absl::StatusOr<std::unique_ptr<MembershipService>> Start(MembershipServiceOptions options);
+  ~MembershipService();  // Stop()
+  MembershipService(const MembershipService&) = delete;
+  MembershipService& operator=(const MembershipService&) = delete;
+
+  // Closes every control link and joins the threads (peers see the links break).
+  // Idempotent. Pending NextDecision calls return nullopt.
+  void Stop();
+
+  const PeerId& self() const { return self_; }
+  // Snapshots, updated after every event the control thread handled.
+  View view() const;
+  bool CanTrain() const;
+  std::string pause_reason() const;
+  Membership::Phase phase() const;
+  std::vector<PeerId> agreed_hosts() const;
+
+  // The next decision, in order; nullopt after `timeout` or once stopped.
+  std::optional<Decision> NextDecision(absl::Duration timeout);
+  // Waits until this peer can train in an installed view; returns that view, or
+  // nullopt after `timeout`. Does not consume decisions.
+  std::optional<View> WaitUntilTraining(absl::Duration timeout);
+  // Waits until pred(view(), CanTrain()) holds; false after `timeout`.
+  bool WaitFor(const std::function<bool(const View&, bool can_train)>& pred,
+               absl::Duration timeout);
+
+  // Trainer events (queued to the control thread; return at once).
+  void StepCompleted(StateVersion state);        // after every completed optimizer step
+  void SetState(StateVersion state);             // after loading/receiving state
+  void StateTransferFailed(StateVersion state);  // the ordered fetch failed
+  void HostsChanged(std::vector<PeerId> hosts);  // re-read hosts file, as endpoints
+  // Loads and validates the hosts file (SIGHUP path), then HostsChanged. The error
+  // (e.g. "hosts:3: bad port") is returned and nothing changes.
+  absl::Status HostsFileChanged(const std::string& path);
+  void Leave(const std::string& reason);  // SIGTERM at a step boundary
+
+  // Test hook: drop every envelope to or from these peers, as a partition would
+  // (links stay up, so only peer_timeout_ms notices). Empty set heals.
+  void SetBlockedPeers(std::set<PeerId> peers);
+
+ private:
+  struct Event {
+    enum Kind { kEnvelope, kLinkBroken, kStep, kSetState, kTransferFailed, kHosts, kLeave };
+    Kind kind;
+    Envelope envelope;
+    PeerId peer;
+    StateVersion state;
+    std::vector<PeerId> hosts;
+    std::string reason;
+  };
+  struct OutLink;
+
+  explicit MembershipService(MembershipServiceOptions options);
+  void Post(Event e);
+  void ControlLoop();
+  void ReceiveLoop(int rank);
+  void Apply(const Event& e, int64_t now_ms);
+  void PumpLinks(int64_t now_ms);
+  void SendOut(const Outgoing& o, int64_t now_ms);
+  void Drain(int64_t now_ms);
+  void Publish(const Decision& d);
+  bool Blocked(const PeerId& peer) const;
+  int RankOfPeer(const PeerId& peer) const;
+
+  MembershipServiceOptions options_;
+  std::shared_ptr<net::TcpNode> node_;
+  PeerId self_;
+  std::vector<PeerId> node_peers_;  // node rank -> endpoint
+
+  // Control thread only.
+  std::unique_ptr<Membership> membership_;
+  std::vector<std::unique_ptr<OutLink>> out_;  // by node rank (null for self)
+  View last_logged_view_;
+
+  std::atomic<bool> stop_{false};
+  std::thread control_thread_;
+  std::vector<std::thread> receivers_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;        // events for the control thread
+  std::condition_variable state_cv_;  // snapshot / decisions for the trainer
+  std::deque<Event> events_;
+  std::deque<Decision> decisions_;
+  std::set<PeerId> blocked_;
+  View view_;
+  bool can_train_ = false;
+  std::string pause_reason_;
+  Membership::Phase phase_ = Membership::Phase::kForming;
+  std::vector<PeerId> agreed_hosts_;
+  bool stopped_ = false;
+};
+
+}  // namespace rt::cluster

@@ -1,0 +1,87 @@
+// State transfer: a joining or lagging peer fetches the agreed training state
+// (weights, optimizer moments, RNG, data position: named byte sections) from the
+// source named by the view's StepAgreement (issue 6 item 3).
+//
+// Both sides use a TcpNode link on their own channel (StateChannel(epoch)), so a
+// transfer never mixes with control or ring traffic or with a transfer of another
+// view. The fetcher dials the source; the source accepts.
+//
+// Protocol (control frames carry the small messages, data frames the bytes):
+//   fetcher -> source  Request  {want StateVersion}
+//   source -> fetcher  Manifest {ok, reason, version, chunk_bytes, sections: name,
+//                                bytes, crc32c of the whole section}
+//   source -> fetcher  per chunk, in order: ChunkHeader {section, offset, bytes,
+//                                crc32c} (control) + the bytes (data)
+//   fetcher -> source  Ack {ok, reason} once every section verified
+// The source refuses (Manifest ok = 0, reason) when it does not hold exactly `want`:
+// the fetcher then fails with FailedPrecondition, and the trainer reports
+// Membership::OnStateTransferFailed. Corrupt chunks or sections are DataLoss; a
+// silent or dead source fails the fetch within idle_timeout (DeadlineExceeded) or at
+// once (the link's error); nothing blocks longer than the options say.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "cluster/step_agreement.h"
+#include "net/tcp_node.h"
+
+namespace rt::cluster {
+
+// Channel of the transfers ordered by the view of `epoch` ("STAT" + epoch).
+inline uint64_t StateChannel(uint64_t epoch) { return 0x54415453'00000000ull ^ epoch; }
+
+// What a source serves: spans into buffers that stay valid and unchanged for the
+// whole ServeState call (the trainer's snapshot of its state at `version`).
+struct StateSectionRef {
+  std::string name;
+  absl::Span<const uint8_t> bytes;
+};
+struct StateSource {
+  StateVersion version;
+  std::vector<StateSectionRef> sections;
+};
+
+// What a fetcher receives.
+struct StateSection {
+  std::string name;
+  std::vector<uint8_t> bytes;
+};
+struct StateSnapshot {
+  StateVersion version;
+  std::vector<StateSection> sections;
+  const StateSection* Find(const std::string& name) const;
+  StateSource AsSource() const;  // serve it on (spans into this snapshot)
+};
+
+struct TransferOptions {
+  absl::Duration connect_timeout = absl::Seconds(10);  // to get the link
+  absl::Duration idle_timeout = absl::Seconds(10);     // longest silence mid-transfer
+  absl::Duration total_timeout = absl::Minutes(10);    // the whole transfer
+  uint32_t chunk_bytes = 4 << 20;                      // source side
+  uint64_t max_total_bytes = 64ull << 30;              // fetcher refuses bigger manifests
+  // Test hooks (source side): flip one byte of the data sent at this offset of
+  // section 0 (its checksum stays that of the true bytes); stop sending after this
+  // many chunks and close the link.
+  int64_t test_flip_byte_at = -1;
+  int test_close_after_chunks = -1;
+};
+
+// Serves `source` to the peer of hosts-file rank `fetcher_rank`, once. Refuses (and
+// returns FailedPrecondition) if the fetcher wants another version than
+// source.version. OK once the fetcher acknowledged a verified copy.
+absl::Status ServeState(const std::shared_ptr<net::TcpNode>& node, int fetcher_rank,
+                        uint64_t channel, const StateSource& source,
+                        const TransferOptions& options = {});
+
+// Fetches exactly `want` from the peer of rank `source_rank`.
+absl::StatusOr<StateSnapshot> FetchState(const std::shared_ptr<net::TcpNode>& node, int source_rank,
+                                         uint64_t channel, StateVersion want,
+                                         const TransferOptions& options = {});
+
+}  // namespace rt::cluster

@@ -1,0 +1,249 @@
+// MembershipService over real loopback sockets: forming a view, a peer killed (its
+// sockets close) or gone silent, the leader killed, a restart rejoining, a clean
+// leave, a 2+2 partition pausing both sides. Each scenario is bounded to seconds.
+#include "cluster/membership_service.h"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <thread>
+
+#include "cluster/service_test_util.h"
+#include "cluster/state_transfer.h"
+#include "core/clock.h"
+
+namespace rt::cluster {
+namespace {
+
+using testing::LoopbackCluster;
+using testing::ServiceTimeouts;
+
+#ifdef RINGTRAIN_SANITIZED
+constexpr double kSlow = 3;
+#else
+constexpr double kSlow = 1;
+#endif
+absl::Duration Bound(double seconds) { return absl::Seconds(seconds * kSlow); }
+
+// Milliseconds until every peer of `who` trains in a view of exactly `who` whose
+// epoch is above `epoch`; -1 on timeout.
+double MsUntilNewView(LoopbackCluster& c, const std::vector<int>& who, uint64_t epoch,
+                      absl::Duration timeout) {
+  Stopwatch w;
+  const absl::Time end = absl::Now() + timeout;
+  while (absl::Now() < end) {
+    if (c.TrainingTogether(who) && c.S(who[0]).view().epoch > epoch) return w.ElapsedMs();
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return -1;
+}
+
+TEST_CASE("three services form one view with quorum and the same leader") {
+  LoopbackCluster c(3);
+  c.StartAll();
+  REQUIRE_MESSAGE(c.WaitTrainingTogether({0, 1, 2}, Bound(5)), c.Dump());
+  const View v = c.S(0).view();
+  CHECK(v.epoch >= 1);
+  CHECK(v.leader() == c.Id(0));
+  CHECK(v.members == std::vector<PeerId>{c.Id(0), c.Id(1), c.Id(2)});
+  for (int i = 0; i < 3; ++i) {
+    CHECK(c.S(i).phase() == Membership::Phase::kMember);
+    // Each peer was told to install the view, with the agreed resume point.
+    bool installed = false;
+    while (auto d = c.S(i).NextDecision(absl::ZeroDuration())) {
+      if (d->kind == Decision::kInstallView && d->view == v) {
+        installed = true;
+        CHECK(d->agreement.resume == StateVersion{0, 0});
+        CHECK_FALSE(d->need_state);
+      }
+    }
+    CHECK(installed);
+  }
+}
+
+TEST_CASE("a killed member is removed in a new view; it restarts and rejoins with state") {
+  LoopbackCluster c(4);
+  c.StartAll();
+  REQUIRE_MESSAGE(c.WaitTrainingTogether({0, 1, 2, 3}, Bound(5)), c.Dump());
+  const View v1 = c.S(0).view();
+  // Five steps everywhere, then rank 2 dies mid-step 6 (only ranks 0 and 1 finished it).
+  for (int64_t s = 1; s <= 5; ++s) {
+    for (int i = 0; i < 4; ++i) c.S(i).StepCompleted({v1.epoch, s});
+  }
+  c.S(0).StepCompleted({v1.epoch, 6});
+  c.S(1).StepCompleted({v1.epoch, 6});
+  absl::SleepFor(absl::Milliseconds(20));
+  c.Kill(2);
+  const double ms = MsUntilNewView(c, {0, 1, 3}, v1.epoch, Bound(3));
+  REQUIRE_MESSAGE(ms >= 0, c.Dump());
+  MESSAGE("killed member (sockets closed) -> new view in " << ms << " ms");
+  const View v2 = c.S(0).view();
+  CHECK(v2.epoch == v1.epoch + 1);
+  CHECK(v2.leader() == c.Id(0));
+  // Survivors resume from the newest step anyone completed; rank 3 must fetch it.
+  std::optional<Decision> install;
+  while (auto d = c.S(3).NextDecision(absl::ZeroDuration())) {
+    if (d->kind == Decision::kInstallView && d->view == v2) install = d;
+  }
+  REQUIRE(install.has_value());
+  CHECK(install->agreement.resume == StateVersion{v1.epoch, 6});
+  CHECK(install->agreement.source == c.Id(0));
+  CHECK(install->need_state);
+  c.S(3).SetState({v1.epoch, 6});
+
+  // Restarted with nothing: admitted at the next step boundary in a new view and
+  // told to fetch the state, which it does from the source over a real transfer.
+  c.Start(2, {0, -1});
+  int64_t step = 6;
+  const absl::Time end = absl::Now() + Bound(5);
+  while (!c.TrainingTogether({0, 1, 2, 3}) && absl::Now() < end) {
+    // The simulated trainer of the view {0,1,3}: a step every 10 ms.
+    const View v = c.S(0).view();
+    if (c.TrainingTogether({0, 1, 3})) {
+      ++step;
+      for (int i : {0, 1, 3}) c.S(i).StepCompleted({v.epoch, step});
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  REQUIRE_MESSAGE(c.TrainingTogether({0, 1, 2, 3}), c.Dump());
+  const View v3 = c.S(2).view();
+  CHECK(v3.epoch > v2.epoch);
+  std::optional<Decision> joined, served;
+  while (auto d = c.S(2).NextDecision(absl::ZeroDuration())) {
+    if (d->kind == Decision::kInstallView && d->view == v3) joined = d;
+  }
+  while (auto d = c.S(0).NextDecision(absl::ZeroDuration())) {
+    if (d->kind == Decision::kInstallView && d->view == v3) served = d;
+  }
+  REQUIRE(joined.has_value());
+  REQUIRE(served.has_value());
+  CHECK(joined->need_state);
+  CHECK(joined->agreement.source == c.Id(0));
+  CHECK(joined->agreement.resume.epoch == v2.epoch);
+  CHECK(joined->agreement.resume.step > 6);
+  CHECK(joined->agreement.resume.step <= step);
+  const auto& need = served->agreement.need_state;
+  CHECK(std::find(need.begin(), need.end(), c.Id(2)) != need.end());
+  // The source serves its snapshot; the joiner fetches exactly the agreed version.
+  const std::vector<uint8_t> weights(100000, 7);
+  StateSource src{served->agreement.resume, {{"params", weights}}};
+  absl::Status serve_status;
+  std::thread server([&] { serve_status = ServeState(c.Node(0), 2, StateChannel(v3.epoch), src); });
+  auto got = FetchState(c.Node(2), 0, StateChannel(v3.epoch), joined->agreement.resume);
+  server.join();
+  REQUIRE_MESSAGE(got.ok(), got.status().ToString());
+  CHECK(serve_status.ok());
+  CHECK(got->Find("params")->bytes == weights);
+  c.S(2).SetState(got->version);
+}
+
+TEST_CASE("killing the leader elects the lowest live rank") {
+  LoopbackCluster c(3);
+  c.StartAll();
+  REQUIRE_MESSAGE(c.WaitTrainingTogether({0, 1, 2}, Bound(5)), c.Dump());
+  const uint64_t e = c.S(1).view().epoch;
+  c.Kill(0);
+  const double ms = MsUntilNewView(c, {1, 2}, e, Bound(3));
+  REQUIRE_MESSAGE(ms >= 0, c.Dump());
+  MESSAGE("killed leader (sockets closed) -> new leader in " << ms << " ms");
+  CHECK(c.S(2).view().leader() == c.Id(1));
+  // The old leader returns: it is admitted and leads again (lowest rank).
+  c.Start(0);
+  REQUIRE_MESSAGE(c.WaitTrainingTogether({0, 1, 2}, Bound(5)), c.Dump());
+  CHECK(c.S(2).view().leader() == c.Id(0));
+}
+
+TEST_CASE("a silent member is removed after the peer timeout") {
+  ServiceTimeouts t;
+  LoopbackCluster c(3, t);
+  c.StartAll();
+  REQUIRE_MESSAGE(c.WaitTrainingTogether({0, 1, 2}, Bound(5)), c.Dump());
+  const uint64_t e = c.S(0).view().epoch;
+  absl::SleepFor(absl::Milliseconds(3 * t.heartbeat_interval_ms));  // all heartbeat the view
+  c.Partition({2});  // rank 2 hears nothing and is heard by nobody; sockets stay open
+  const double ms = MsUntilNewView(c, {0, 1}, e, Bound(3));
+  REQUIRE_MESSAGE(ms >= 0, c.Dump());
+  MESSAGE("silent member -> new view in " << ms << " ms (peer timeout " << t.peer_timeout_ms
+                                          << " ms)");
+  CHECK(ms >= static_cast<double>(t.peer_timeout_ms) * 0.5);
+  // The silent peer paused: alone it has no quorum, and it must not train.
+  CHECK_MESSAGE(c.S(2).WaitFor([](const View&, bool train) { return !train; }, Bound(2)), c.Dump());
+  c.Heal();
+  REQUIRE_MESSAGE(c.WaitTrainingTogether({0, 1, 2}, Bound(5)), c.Dump());
+}
+
+TEST_CASE("a 2+2 split pauses both sides; healed, they train together again") {
+  LoopbackCluster c(4);
+  c.StartAll();
+  REQUIRE_MESSAGE(c.WaitTrainingTogether({0, 1, 2, 3}, Bound(5)), c.Dump());
+  c.Partition({0, 1});
+  for (int i = 0; i < 4; ++i) {
+    CHECK_MESSAGE(c.S(i).WaitFor([](const View&, bool train) { return !train; }, Bound(3)),
+                  c.Dump());
+  }
+  // Stays paused: no side ever regains quorum while split.
+  absl::SleepFor(absl::Milliseconds(400));
+  for (int i = 0; i < 4; ++i) {
+    CHECK_FALSE(c.S(i).CanTrain());
+    CHECK(c.S(i).pause_reason().find("quorum") != std::string::npos);
+  }
+  c.Heal();
+  REQUIRE_MESSAGE(c.WaitTrainingTogether({0, 1, 2, 3}, Bound(6)), c.Dump());
+}
+
+TEST_CASE("a peer that leaves is removed at once, without waiting for a timeout") {
+  ServiceTimeouts t;
+  t.peer_timeout_ms = 5000;  // a timeout would be far too slow for the bound below
+  LoopbackCluster c(3, t);
+  c.StartAll();
+  REQUIRE_MESSAGE(c.WaitTrainingTogether({0, 1, 2}, Bound(5)), c.Dump());
+  const uint64_t e = c.S(0).view().epoch;
+  c.S(2).Leave("stopping (SIGTERM)");
+  const double ms = MsUntilNewView(c, {0, 1}, e, Bound(2));
+  REQUIRE_MESSAGE(ms >= 0, c.Dump());
+  CHECK(ms < 2000);
+  CHECK(c.S(2).phase() == Membership::Phase::kLeft);
+}
+
+TEST_CASE("a bad hosts file is refused with its error and changes nothing") {
+  LoopbackCluster c(1);
+  c.Start(0);
+  const absl::Status st = c.S(0).HostsFileChanged("/nonexistent/ringtrain-hosts");
+  CHECK_FALSE(st.ok());
+  CHECK(st.message().find("ringtrain-hosts") != std::string::npos);
+  CHECK(c.S(0).agreed_hosts() == std::vector<PeerId>{c.Id(0)});
+}
+
+// The figures of the report, with the default timeouts of MembershipServiceOptions.
+TEST_CASE("figures with the default timeouts: kill and silence to new view, new leader") {
+  MembershipServiceOptions defaults;
+  ServiceTimeouts t;
+  t.peer_timeout_ms = defaults.peer_timeout_ms;
+  t.heartbeat_interval_ms = defaults.heartbeat_interval_ms;
+  t.proposal_timeout_ms = defaults.proposal_timeout_ms;
+  t.startup_grace_ms = defaults.startup_grace_ms;
+  LoopbackCluster c(5, t);
+  c.StartAll();
+  REQUIRE_MESSAGE(c.WaitTrainingTogether({0, 1, 2, 3, 4}, Bound(5)), c.Dump());
+  uint64_t e = c.S(0).view().epoch;
+  c.Kill(0);  // the leader, sockets closed
+  const double leader_ms = MsUntilNewView(c, {1, 2, 3, 4}, e, Bound(5));
+  REQUIRE_MESSAGE(leader_ms >= 0, c.Dump());
+  CHECK(c.S(1).view().leader() == c.Id(1));
+  e = c.S(1).view().epoch;
+  absl::SleepFor(absl::Milliseconds(3 * t.heartbeat_interval_ms));  // all heartbeat the view
+  c.Partition({4});  // silent: needs the peer timeout
+  const double silent_ms = MsUntilNewView(c, {1, 2, 3}, e, Bound(4 + t.peer_timeout_ms / 1000.0));
+  REQUIRE_MESSAGE(silent_ms >= 0, c.Dump());
+  std::printf(
+      "membership figures (defaults: peer timeout %lld ms, heartbeat %lld ms): leader killed -> "
+      "new view with new leader %.0f ms; member silent -> new view %.0f ms\n",
+      static_cast<long long>(t.peer_timeout_ms), static_cast<long long>(t.heartbeat_interval_ms),
+      leader_ms, silent_ms);
+  CHECK(leader_ms < 5000);
+  CHECK(silent_ms < 10000);
+}
+
+}  // namespace
+}  // namespace rt::cluster
