@@ -122,6 +122,7 @@ void RingAllreduce::EncodeOwnChunk(Range r) {
 
 void RingAllreduce::ReduceChunk(Range r) {
   const size_t n = r.size();
+  if (n == 0) return;
   if (options_.wire == WireFormat::kFp32) {
     float* local = data_.data() + r.begin;
     const uint8_t* in = inbox_.data();
@@ -140,6 +141,7 @@ void RingAllreduce::ReduceChunk(Range r) {
 }
 
 void RingAllreduce::StoreChunk(Range r) {
+  if (r.size() == 0) return;
   uint8_t* dst = options_.wire == WireFormat::kFp32
                      ? reinterpret_cast<uint8_t*>(data_.data() + r.begin)
                      : reinterpret_cast<uint8_t*>(staging_.data() + r.begin);

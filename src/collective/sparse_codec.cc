@@ -47,7 +47,7 @@ void EncodePayload(const SparseVector& v, std::vector<uint8_t>* payload) {
   }
   payload->assign(blocks + packed + 2 * count, 0);
   uint8_t* p = payload->data();
-  std::memcpy(p, widths.data(), blocks);
+  if (blocks > 0) std::memcpy(p, widths.data(), blocks);
   p += blocks;
   for (size_t b = 0; b < blocks; ++b) {
     const size_t e = std::min(count, (b + 1) * kBlock);
