@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
@@ -51,6 +52,15 @@ class GradientReducer {
   // Replicas must be bit-identical (DESIGN invariant 2): a ring reducer compares the
   // hashes of all peers and returns an error naming the peers that differ.
   virtual absl::Status CheckParamHash(int64_t /*step*/, uint64_t /*param_hash*/) {
+    return absl::OkStatus();
+  }
+  // Makes every peer start from the leader's state: after this returns, *step and
+  // the `state` spans (params, optimizer moments; the same lengths on every peer)
+  // hold the leader's values bit for bit. Called once by Trainer::Create after
+  // initialisation or resume, so peers that resumed from different (or no)
+  // checkpoints still start identical.
+  virtual absl::Status SyncState(int64_t* /*step*/,
+                                 const std::vector<absl::Span<float>>& /*state*/) {
     return absl::OkStatus();
   }
   // Payload bytes this peer has sent so far (for metrics).

@@ -23,10 +23,10 @@ std::string StepMetricsJson(const StepMetrics& m) {
   std::string s = absl::StrFormat(
       "{\"step\":%d,\"loss\":%s,\"lr\":%s,\"tokens\":%d,\"tokens_per_s\":%s,\"step_ms\":%s,"
       "\"compute_ms\":%s,\"comm_ms\":%s,\"bytes_sent\":%u,\"grad_norm\":%s,\"peers\":%d,"
-      "\"epoch\":%u,\"leader\":%d,\"param_hash\":\"%s\"",
+      "\"rank\":%d,\"epoch\":%u,\"leader\":%d,\"param_hash\":\"%s\"",
       m.step, Number(m.loss), Number(m.lr), m.tokens, Number(m.tokens_per_s), Number(m.step_ms),
-      Number(m.compute_ms), Number(m.comm_ms), m.bytes_sent, Number(m.grad_norm), m.peers, m.epoch,
-      m.leader, m.param_hash);
+      Number(m.compute_ms), Number(m.comm_ms), m.bytes_sent, Number(m.grad_norm), m.peers, m.rank,
+      m.epoch, m.leader, m.param_hash);
   if (m.val_loss) absl::StrAppend(&s, ",\"val_loss\":", Number(*m.val_loss));
   if (m.val_bpb) absl::StrAppend(&s, ",\"val_bpb\":", Number(*m.val_bpb));
   s += "}";

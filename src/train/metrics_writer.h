@@ -13,7 +13,9 @@
 namespace rt::train {
 
 // The figures of one step. Times in milliseconds; `tokens` is the total number of
-// tokens trained on so far (all peers), `step` the number of optimizer steps done.
+// tokens trained on so far (all peers), `step` the number of optimizer steps done,
+// `bytes_sent` the payload bytes this peer sent during this step, `rank` this peer's
+// ring position (0 for a single peer).
 struct StepMetrics {
   int64_t step = 0;
   double loss = 0;  // mean train loss of this step (nats per token)
@@ -24,6 +26,7 @@ struct StepMetrics {
   uint64_t bytes_sent = 0;
   double grad_norm = 0;  // before clipping
   int peers = 1;
+  int rank = 0;
   uint64_t epoch = 0;
   int leader = 0;
   std::string param_hash;                   // hex

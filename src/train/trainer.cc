@@ -98,6 +98,14 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
   t->adam_ =
       std::make_unique<optim::AdamW>(config.adamw, layout.total_floats(), layout.DecayRanges());
   RETURN_IF_ERROR(t->InitOrResume());
+  // A ring starts from the leader's state, whatever each peer loaded (ring_gradient_reducer.h).
+  const int64_t loaded_step = t->step_;
+  RETURN_IF_ERROR(
+      t->reducer_->SyncState(&t->step_, {t->params_.span(), t->adam_->m(), t->adam_->v()}));
+  if (t->step_ != loaded_step) {
+    t->tokens_seen_ = t->step_ * static_cast<int64_t>(t->sampler_->slots()) * shape.seq_len;
+    t->last_checkpoint_step_ = t->step_;
+  }
 
   if (!config.metrics_path.empty()) {
     ASSIGN_OR_RETURN(MetricsWriter writer, MetricsWriter::Open(config.metrics_path));
@@ -183,6 +191,7 @@ absl::Status Trainer::Run() {
     StepMetrics m;
     m.loss = e.loss;
     m.peers = reducer_->peers();
+    m.rank = reducer_->rank();
     m.epoch = reducer_->epoch();
     m.leader = reducer_->leader();
     m.param_hash = ParamHashHex(ParamHash(params_.span()));
@@ -215,6 +224,7 @@ absl::Status Trainer::Run() {
 
 absl::Status Trainer::TrainStep(StepMetrics* metrics) {
   Stopwatch step_watch;
+  const uint64_t bytes_before = reducer_->bytes_sent();
   const int T = gpt_->config().seq_len;
   const float lr =
       optim::CosineLr(step_, config_.warmup, config_.steps, config_.lr, config_.min_lr);
@@ -283,9 +293,10 @@ absl::Status Trainer::TrainStep(StepMetrics* metrics) {
   m.tokens_per_s = m.step_ms > 0 ? totals.tokens / (m.step_ms * 1e-3) : 0;
   m.compute_ms = backward_ms + update_ms;
   m.comm_ms = comm_ms;
-  m.bytes_sent = reducer_->bytes_sent();
+  m.bytes_sent = reducer_->bytes_sent() - bytes_before;
   m.grad_norm = grad_norm;
   m.peers = reducer_->peers();
+  m.rank = reducer_->rank();
   m.epoch = reducer_->epoch();
   m.leader = reducer_->leader();
   m.param_hash = ParamHashHex(hash);

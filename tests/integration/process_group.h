@@ -95,6 +95,15 @@ class ProcessGroup {
     return results;
   }
 
+  // Kills process `index` (and its group) with SIGKILL; WaitAll then reports it.
+  void Kill(size_t index) {
+    const Proc& p = procs_[index];
+    if (p.pid > 0 && !p.done) {
+      kill(-p.pid, SIGKILL);
+      kill(p.pid, SIGKILL);
+    }
+  }
+
   void KillAll() {
     for (Proc& p : procs_) {
       if (p.pid > 0 && !p.done) {

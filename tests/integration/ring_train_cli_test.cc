@@ -1,0 +1,275 @@
+// `ringtrain train --hosts` on loopback rings (issue 4 acceptance): 3 dense peers train
+// the same model as one peer with --accum 3; every peer's param_hash agrees at every
+// step; bf16 and top-k compression keep the replicas bit-identical; a peer with
+// another config is refused naming the difference; a peer that never comes and a
+// peer killed mid-training end the others with a clear error instead of a hang.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ckpt/checkpoint.h"
+#include "cli_runner.h"
+#include "data/token_dataset.h"
+#include "process_group.h"
+
+namespace {
+
+using rt::integration::ReadFile;
+using rt::integration::RunCommand;
+using rt::integration::RunResult;
+using rt::integration::TempDir;
+
+const std::string kLocalRing = std::string(RINGTRAIN_SOURCE_DIR) + "/tools/local-ring";
+
+// Synthetic data: a repeating pattern with noise, vocab 50, 3 source bytes per token.
+void WriteData(const std::string& dir, size_t train_n = 20000, size_t val_n = 800) {
+  std::vector<uint32_t> train(train_n), val(val_n);
+  for (size_t i = 0; i < train_n; ++i) train[i] = static_cast<uint32_t>((i * 7 + i / 13) % 50);
+  for (size_t i = 0; i < val_n; ++i) val[i] = static_cast<uint32_t>((i * 7 + i / 11) % 50);
+  REQUIRE(rt::data::WriteTokenDataset(dir, 50, train, val, train_n * 3, val_n * 3).ok());
+}
+
+std::vector<std::string> TrainFlags(const TempDir& tmp) {
+  return {"train",     "--data",        tmp / "data",       "--layers=2",    "--heads=2",
+          "--dim=32",  "--seq-len=16",  "--batch=4",        "--threads=1",   "--warmup=0",
+          "--lr=3e-3", "--min-lr=3e-3", "--precision=fp32", "--eval-every=0"};
+}
+
+std::vector<std::string> Concat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+bool Contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+// The value of "key":"..." or "key":number in one JSON line.
+std::string Field(const std::string& line, const std::string& key) {
+  const std::string k = "\"" + key + "\":";
+  size_t pos = line.find(k);
+  if (pos == std::string::npos) return "";
+  pos += k.size();
+  const size_t end = line.find_first_of(",}", pos);
+  std::string v = line.substr(pos, end - pos);
+  if (!v.empty() && v.front() == '"') v = v.substr(1, v.size() - 2);
+  return v;
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty()) out.push_back(line);
+  }
+  return out;
+}
+
+// tools/local-ring N -- <args> --wait=30, bounded by `timeout_s`.
+RunResult LocalRing(const TempDir& tmp, int peers, int base_port,
+                    const std::vector<std::string>& args, int timeout_s = 150) {
+  std::vector<std::string> argv = {"/bin/bash",
+                                   kLocalRing,
+                                   std::to_string(peers),
+                                   "--base-port",
+                                   std::to_string(base_port),
+                                   "--timeout",
+                                   std::to_string(timeout_s - 10),
+                                   "--"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  argv.push_back("--wait=30");
+  return RunCommand(argv, tmp.path(), timeout_s,
+                    {std::string("RINGTRAIN=") + RINGTRAIN_BINARY, "OMP_NUM_THREADS=1"});
+}
+
+std::string WriteHosts(const TempDir& tmp, int peers, int base_port) {
+  const std::string path = tmp / "hosts";
+  std::ofstream f(path);
+  for (int r = 0; r < peers; ++r) f << "127.0.0.1:" << base_port + r << "\n";
+  return path;
+}
+
+// Params of the newest checkpoint in `dir`.
+std::vector<float> CheckpointParams(const std::string& dir) {
+  std::vector<std::string> problems;
+  auto ckpt = rt::ckpt::OpenLatestValidCheckpoint(dir, &problems);
+  REQUIRE_MESSAGE(ckpt.ok(), ckpt.status().message());
+  std::vector<float> params(ckpt->SectionBytes("params") / sizeof(float));
+  REQUIRE(ckpt->ReadSection("params", absl::MakeSpan(reinterpret_cast<uint8_t*>(params.data()),
+                                                     params.size() * sizeof(float)))
+              .ok());
+  return params;
+}
+
+// Every peer's metrics file (m.rank<R>.jsonl): `steps` lines each, the same
+// param_hash at every step on every peer, peers/rank fields right. Returns rank 0's lines.
+std::vector<std::string> CheckPeerMetrics(const TempDir& tmp, int peers, int steps) {
+  std::vector<std::vector<std::string>> lines(peers);
+  for (int r = 0; r < peers; ++r) {
+    lines[r] = Lines(ReadFile(tmp / ("m.rank" + std::to_string(r) + ".jsonl")));
+    REQUIRE(static_cast<int>(lines[r].size()) == steps);
+  }
+  for (int s = 0; s < steps; ++s) {
+    for (int r = 0; r < peers; ++r) {
+      INFO("step ", s + 1, " rank ", r);
+      CHECK(Field(lines[r][s], "step") == std::to_string(s + 1));
+      CHECK(Field(lines[r][s], "peers") == std::to_string(peers));
+      CHECK(Field(lines[r][s], "rank") == std::to_string(r));
+      CHECK(std::stod(Field(lines[r][s], "bytes_sent")) > 0);
+      CHECK(Field(lines[r][s], "param_hash") == Field(lines[0][s], "param_hash"));
+      CHECK(Field(lines[r][s], "loss") == Field(lines[0][s], "loss"));
+    }
+  }
+  return lines[0];
+}
+
+}  // namespace
+
+TEST_CASE("ring: 3 dense peers on loopback equal one peer with --accum 3") {
+  TempDir tmp;
+  WriteData(tmp / "data");
+  const int steps = 50;
+  RunResult single = rt::integration::RunRingtrain(
+      Concat(TrainFlags(tmp), {"--accum=3", "--steps=" + std::to_string(steps), "--ckpt-dir",
+                               tmp / "single", "--metrics", tmp / "single.jsonl"}),
+      tmp.path(), 120);
+  INFO("single stderr:\n", single.err);
+  REQUIRE(single.exit_code == 0);
+
+  const int base = rt::integration::TestBasePort() + 0;
+  RunResult ring = LocalRing(
+      tmp, 3, base,
+      Concat(TrainFlags(tmp), {"--steps=" + std::to_string(steps), "--check-every=1", "--ckpt-dir",
+                               tmp / "ring", "--metrics", tmp / "m.jsonl"}));
+  INFO("ring stdout:\n", ring.out, "\nring stderr:\n", ring.err);
+  REQUIRE(ring.exit_code == 0);
+  CHECK(Contains(ring.out, "[r2] step    50/50"));
+  CHECK(Contains(ring.out, "(comm "));
+
+  const std::vector<std::string> rank0 = CheckPeerMetrics(tmp, 3, steps);
+  const std::vector<std::string> one = Lines(ReadFile(tmp / "single.jsonl"));
+  REQUIRE(one.size() == rank0.size());
+  CHECK(Field(one.back(), "tokens") == Field(rank0.back(), "tokens"));  // same global batch
+
+  // Only the leader wrote (one checkpoint dir, shared here), and its weights match.
+  const std::vector<float> a = CheckpointParams(tmp / "single");
+  const std::vector<float> b = CheckpointParams(tmp / "ring");
+  REQUIRE(a.size() == b.size());
+  double max_abs = 0, max_weight = 0, max_rel = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = std::fabs(static_cast<double>(a[i]) - b[i]);
+    max_abs = std::max(max_abs, d);
+    max_weight = std::max(max_weight, std::fabs(static_cast<double>(a[i])));
+    max_rel = std::max(max_rel, d / std::max(1e-2, std::fabs(static_cast<double>(a[i]))));
+  }
+  MESSAGE("3 peers vs --accum 3 after ", steps, " steps: max |diff| ", max_abs,
+          ", relative to the largest weight ", max_abs / max_weight,
+          ", max elementwise relative (|w| floored at 1e-2) ", max_rel);
+  CHECK(max_abs / max_weight <= 1e-5);
+  CHECK(max_rel <= 1e-4);
+}
+
+TEST_CASE("ring: bf16 and top-k compression train and keep peers bit-identical") {
+  TempDir tmp;
+  WriteData(tmp / "data");
+  const int base = rt::integration::TestBasePort() + 4;
+  for (const std::string codec : {"bf16", "topk:0.05"}) {
+    INFO("codec ", codec);
+    std::remove((tmp / "m.rank0.jsonl").c_str());
+    std::remove((tmp / "m.rank1.jsonl").c_str());
+    RunResult ring =
+        LocalRing(tmp, 2, base + (codec == "bf16" ? 0 : 2),
+                  Concat(TrainFlags(tmp), {"--steps=30", "--check-every=1", "--compress=" + codec,
+                                           "--bucket-mb=0.01", "--metrics", tmp / "m.jsonl"}));
+    INFO("ring stdout:\n", ring.out, "\nring stderr:\n", ring.err);
+    REQUIRE(ring.exit_code == 0);
+    CHECK(Contains(ring.err, "codec " + codec));
+    const std::vector<std::string> lines = CheckPeerMetrics(tmp, 2, 30);
+    CHECK(std::stod(Field(lines.back(), "loss")) < std::stod(Field(lines.front(), "loss")) - 0.5);
+  }
+}
+
+TEST_CASE("ring: a peer with another config is refused, naming the difference") {
+  TempDir tmp;
+  WriteData(tmp / "data");
+  const int base = rt::integration::TestBasePort() + 8;
+  const std::string hosts = WriteHosts(tmp, 2, base);
+  rt::integration::ProcessGroup group(tmp.path());
+  const std::vector<std::string> env = {"OMP_NUM_THREADS=1"};
+  const std::vector<std::string> common = Concat(
+      {RINGTRAIN_BINARY}, Concat(TrainFlags(tmp), {"--steps=5", "--hosts", hosts, "--wait=8"}));
+  group.Start(Concat(common, {"--rank=0"}), env);
+  group.Start(Concat(common, {"--rank=1", "--lr=1e-3"}), env);
+  const std::vector<RunResult> r = group.WaitAll(60);
+  std::string all_err;
+  for (const RunResult& x : r) {
+    CHECK_FALSE(x.timed_out);
+    CHECK(x.exit_code != 0);
+    all_err += x.err;
+  }
+  INFO("stderr:\n", all_err);
+  CHECK(Contains(all_err, "optimizer"));
+  CHECK(Contains(all_err, "lr=0.001"));
+  CHECK(Contains(all_err, "lr=0.003"));
+}
+
+TEST_CASE("ring: a peer that never comes gives a clear error after --wait") {
+  TempDir tmp;
+  WriteData(tmp / "data");
+  const int base = rt::integration::TestBasePort() + 11;
+  const std::string hosts = WriteHosts(tmp, 2, base);
+  const auto start = std::chrono::steady_clock::now();
+  RunResult r = rt::integration::RunRingtrain(
+      Concat(TrainFlags(tmp), {"--steps=5", "--hosts", hosts, "--rank=0", "--wait=3"}), tmp.path(),
+      60);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO("stderr:\n", r.err);
+  CHECK_FALSE(r.timed_out);
+  CHECK(r.exit_code == 1);
+  CHECK(Contains(r.err, "ringtrain train:"));
+  CHECK(Contains(r.err, "127.0.0.1:" + std::to_string(base + 1)));
+  CHECK(seconds < 30);
+}
+
+TEST_CASE("ring: a peer killed mid-training ends the others with a clear error") {
+  TempDir tmp;
+  WriteData(tmp / "data");
+  const int base = rt::integration::TestBasePort() + 14;
+  const std::string hosts = WriteHosts(tmp, 3, base);
+  rt::integration::ProcessGroup group(tmp.path());
+  const std::vector<std::string> common = Concat(
+      {RINGTRAIN_BINARY}, Concat(TrainFlags(tmp), {"--steps=1000000", "--hosts", hosts, "--wait=30",
+                                                   "--metrics", tmp / "m.jsonl"}));
+  for (int r = 0; r < 3; ++r) {
+    group.Start(Concat(common, {"--rank=" + std::to_string(r)}), {"OMP_NUM_THREADS=1"});
+  }
+  // Wait until the ring trains (rank 2 has logged a few steps), then kill rank 2.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (Lines(ReadFile(tmp / "m.rank2.jsonl")).size() < 3 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  REQUIRE(Lines(ReadFile(tmp / "m.rank2.jsonl")).size() >= 3);
+  group.Kill(2);
+  const auto killed = std::chrono::steady_clock::now();
+  const std::vector<RunResult> r = group.WaitAll(60);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  MESSAGE("survivors stopped ", seconds, " s after the kill");
+  for (int rank = 0; rank < 2; ++rank) {
+    INFO("rank ", rank, " stderr:\n", r[rank].err);
+    CHECK_FALSE(r[rank].timed_out);
+    CHECK(r[rank].exit_code == 1);
+    CHECK(Contains(r[rank].err, "ringtrain train: step "));
+  }
+  CHECK(seconds < 30);
+}
