@@ -257,6 +257,10 @@ absl::StatusOr<LinkMatrix> ProbeLinks(net::TcpNode& node, net::RingTransport& ri
   Stopwatch watch;
   ASSIGN_OR_RETURN(std::vector<int> peers, ResolvePeers(node, options));
   const int n = static_cast<int>(peers.size());
+  if (ring.size() != n) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "link probe: the sharing ring has %d peers but %d are probed", ring.size(), n));
+  }
   const int self = static_cast<int>(std::lower_bound(peers.begin(), peers.end(), node.self_rank()) -
                                     peers.begin());
   LinkMatrix mine;
@@ -295,6 +299,7 @@ absl::StatusOr<LinkMatrix> ProbeLinks(net::TcpNode& node, net::RingTransport& ri
              node.PeerName(peers[partner]), bw_out / 1e6, bw_in / 1e6, rtt * 1e3);
   }
   ASSIGN_OR_RETURN(LinkMatrix all, ShareLinkRows(ring, mine, self, options.timeout));
+  LogInfo("link probe: %d peers in %d rounds took %.1f ms", n, schedule.size(), watch.ElapsedMs());
   if (stats) {
     stats->seconds = watch.ElapsedSeconds();
     stats->rounds = static_cast<int>(schedule.size());

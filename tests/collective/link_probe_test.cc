@@ -12,6 +12,7 @@
 
 #include "../net/net_test_util.h"
 #include "collective/link_matrix.h"
+#include "collective/ring_adapter.h"
 #include "collective/ring_allreduce.h"
 #include "core/clock.h"
 
@@ -186,6 +187,7 @@ TEST_CASE(
     }
     CHECK(stats[0].rounds == (n % 2 == 0 ? n - 1 : n));
     CHECK(stats[0].bytes_streamed > 0);
+    CHECK(stats[0].seconds < 10);  // bounded: a few stream_time per round
     MESSAGE(n << " peers: probe " << stats[0].seconds * 1e3 << " ms, min bandwidth " << min_bw / 1e9
               << " GB/s, max rtt " << max_rtt * 1e6 << " us");
 
@@ -248,6 +250,10 @@ TEST_CASE("link probe: a second probe on a new channel works and bad peer sets a
   CHECK(StatusText(st.status()).find("not among") != std::string::npos);
   wrong.peers = {0, 0};
   CHECK_FALSE(ProbeLinks(*rings[0]->node(), *rings[0], wrong).ok());
+  wrong.peers = {0};  // the sharing ring has 2 members
+  st = ProbeLinks(*rings[0]->node(), *rings[0], wrong);
+  REQUIRE_FALSE(st.ok());
+  CHECK(StatusText(st.status()).find("sharing ring has 2") != std::string::npos);
 }
 
 TEST_CASE("link probe: a peer that never comes gives a clear error, no hang") {
@@ -260,4 +266,47 @@ TEST_CASE("link probe: a peer that never comes gives a clear error, no hang") {
   REQUIRE_FALSE(st.ok());
   INFO(st.status().ToString());
   CHECK(StatusText(st.status()).find("rank 1") != std::string::npos);
+}
+
+TEST_CASE("probe and reorder: all peers take the same decision and the ring in use works") {
+  const int n = 3;
+  auto rings = MakeRings(n);
+  for (uint64_t probe = 0; probe < 2; ++probe) {
+    CAPTURE(probe);
+    ReorderOptions options;
+    options.probe = TestProbeOptions();
+    options.min_gain = probe == 0 ? -1.0 : 1e9;  // re-form on any change; never
+    options.form_wait = absl::Seconds(20);
+    std::vector<absl::StatusOr<ReorderResult>> results;
+    for (int p = 0; p < n; ++p) results.emplace_back(absl::UnknownError("not run"));
+    std::vector<absl::Status> sums(n);
+    std::vector<std::vector<float>> data(n, std::vector<float>(1001));
+    std::vector<std::thread> threads;
+    for (int p = 0; p < n; ++p) {
+      threads.emplace_back([&, p] {
+        results[p] = ProbeAndReorder(*rings[p], probe, options);
+        if (!results[p].ok()) return;
+        TcpRing* use = results[p]->ring ? results[p]->ring.get() : rings[p].get();
+        for (size_t i = 0; i < data[p].size(); ++i) data[p][i] = static_cast<float>(p + i);
+        sums[p] = AllreduceSum(use, absl::MakeSpan(data[p]));
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int p = 0; p < n; ++p) {
+      INFO(results[p].status().ToString());
+      REQUIRE(results[p].ok());
+      CHECK(sums[p].ok());
+      CHECK(results[p]->matrix.BitwiseEquals(results[0]->matrix));
+      CHECK(results[p]->plan.host_order == results[0]->plan.host_order);
+      CHECK(static_cast<bool>(results[p]->ring) == static_cast<bool>(results[0]->ring));
+      CHECK(results[p]->links.bottleneck_bps > 0);
+      if (results[p]->ring) CHECK(results[p]->ring->order() == results[p]->plan.host_order);
+      CHECK(data[p][10] == static_cast<float>(3 * 10 + 3));  // sum over p of (p + 10)
+    }
+    const bool differs = results[0]->plan.host_order != rings[0]->order();
+    CHECK(static_cast<bool>(results[0]->ring) == (probe == 0 && differs));
+    if (results[0]->ring) {
+      for (int p = 0; p < n; ++p) rings[p] = std::move(results[p]->ring);
+    }
+  }
 }

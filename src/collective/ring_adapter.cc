@@ -1,0 +1,44 @@
+// Probe, order, re-form: the step-boundary sequence of issue 5 in one call.
+#include "collective/ring_adapter.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+#include "core/log.h"
+#include "core/status_macros.h"
+
+namespace rt::collective {
+
+absl::StatusOr<ReorderResult> ProbeAndReorder(net::TcpRing& current, uint64_t probe_index,
+                                              const ReorderOptions& options) {
+  ReorderResult result;
+  ProbeOptions probe = options.probe;
+  probe.peers = current.order();
+  std::sort(probe.peers.begin(), probe.peers.end());
+  probe.channel = ProbeChannel(probe_index);
+  ASSIGN_OR_RETURN(result.matrix, ProbeLinks(*current.node(), current, probe, &result.probe_stats));
+  ASSIGN_OR_RETURN(result.plan, PlanRingOrder(result.matrix));
+  LogInfo("%s", result.plan.description);
+
+  const RingLinkSummary now = SummarizeRing(result.matrix, current.order());
+  const bool same = result.plan.host_order == current.order();
+  const bool worth =
+      !same && (now.bottleneck_bps <= 0 ||
+                result.plan.bottleneck_bps > now.bottleneck_bps * (1 + options.min_gain));
+  if (!worth) {
+    if (!same) {
+      LogInfo("keeping the current ring (%s): not %.0f%% slower than the best order",
+              DescribeRing(result.matrix, current.order()), options.min_gain * 100);
+    }
+    result.links = now;
+    return result;
+  }
+  ASSIGN_OR_RETURN(result.ring, net::TcpRing::Form(current.node(), result.plan.host_order,
+                                                   ReorderChannel(probe_index), options.form_wait));
+  LogInfo("ring re-formed: bottleneck %.1f -> %.1f MB/s", now.bottleneck_bps / 1e6,
+          result.plan.bottleneck_bps / 1e6);
+  result.links = SummarizeRing(result.matrix, result.plan.host_order);
+  return result;
+}
+
+}  // namespace rt::collective
