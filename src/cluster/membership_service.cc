@@ -33,8 +33,9 @@ struct MembershipService::OutLink {
   std::unique_ptr<net::Link> link;
   std::shared_ptr<net::PendingLink> dialing;
   int64_t dial_after_ms = 0;
-  bool warned = false;          // a fatal refusal was logged
-  std::deque<Envelope> queued;  // sent while no link was up
+  int64_t dial_started_ms = 0;
+  bool warned = false;                              // a fatal refusal was logged
+  std::deque<std::pair<int64_t, Envelope>> queued;  // (ms, envelope) sent while no link was up
 };
 
 MembershipService::MembershipService(MembershipServiceOptions options)
@@ -230,6 +231,7 @@ void MembershipService::ReceiveLoop(int rank) {
       absl::StatusOr<std::unique_ptr<net::Link>> link = next->Take();
       if (link.ok()) {
         cur = *std::move(link);  // the old link (if any) closes
+        Post(Event{Event::kPeerConnected, {}, peer, {}, {}, {}});
       }
       next = arm();
       continue;
@@ -296,6 +298,17 @@ void MembershipService::Apply(const Event& e, int64_t now_ms) {
     case Event::kLinkBroken:
       m.OnLinkBroken(e.peer, now_ms);
       break;
+    case Event::kPeerConnected: {
+      // The peer (re)started and dialled us: dial it back now rather than when the
+      // backoff of the running attempt (up to 1 s) next fires.
+      OutLink* o = out_[RankOfPeer(e.peer)].get();
+      if (o && !o->link && o->dialing && now_ms - o->dial_started_ms > 100) {
+        o->dialing->Cancel();
+        o->dialing.reset();
+        o->dial_after_ms = now_ms;
+      }
+      break;
+    }
     case Event::kStep:
       m.OnStepCompleted(e.state, now_ms);
       break;
@@ -333,7 +346,9 @@ void MembershipService::PumpLinks(int64_t now_ms) {
       if (link.ok()) {
         o->link = *std::move(link);
         o->warned = false;
-        for (const Envelope& env : o->queued) {
+        for (const auto& [ms, env] : o->queued) {
+          // Older ones belong to a round of the protocol that has moved on.
+          if (now_ms - ms > options_.proposal_timeout_ms) continue;
           o->link->connection().SetEpoch(env.epoch);
           (void)o->link->connection().SendOwned(net::FrameType::kControl, EncodeEnvelope(env));
         }
@@ -351,6 +366,7 @@ void MembershipService::PumpLinks(int64_t now_ms) {
     }
     if (!o->link && !o->dialing && now_ms >= o->dial_after_ms) {
       o->dialing = node_->ConnectTo(static_cast<int>(r), options_.channel, absl::Now() + kDialSpan);
+      o->dial_started_ms = now_ms;
     }
   }
 }
@@ -369,7 +385,7 @@ void MembershipService::SendOut(const Outgoing& o, int64_t now_ms) {
     membership_->OnLinkBroken(o.to, now_ms);
     return;
   }
-  out->queued.push_back(o.envelope);
+  out->queued.emplace_back(now_ms, o.envelope);
   while (out->queued.size() > options_.max_queued_per_peer) out->queued.pop_front();
 }
 

@@ -107,7 +107,16 @@ class MembershipService {
 
  private:
   struct Event {
-    enum Kind { kEnvelope, kLinkBroken, kStep, kSetState, kTransferFailed, kHosts, kLeave };
+    enum Kind {
+      kEnvelope,
+      kLinkBroken,
+      kPeerConnected,
+      kStep,
+      kSetState,
+      kTransferFailed,
+      kHosts,
+      kLeave
+    };
     Kind kind;
     Envelope envelope;
     PeerId peer;

@@ -94,6 +94,7 @@ TEST_CASE("a killed member is removed in a new view; it restarts and rejoins wit
 
   // Restarted with nothing: admitted at the next step boundary in a new view and
   // told to fetch the state, which it does from the source over a real transfer.
+  Stopwatch rejoin;
   c.Start(2, {0, -1});
   int64_t step = 6;
   const absl::Time end = absl::Now() + Bound(5);
@@ -107,6 +108,7 @@ TEST_CASE("a killed member is removed in a new view; it restarts and rejoins wit
     absl::SleepFor(absl::Milliseconds(10));
   }
   REQUIRE_MESSAGE(c.TrainingTogether({0, 1, 2, 3}), c.Dump());
+  MESSAGE("restarted member admitted (10 ms steps) in " << rejoin.ElapsedMs() << " ms");
   const View v3 = c.S(2).view();
   CHECK(v3.epoch > v2.epoch);
   std::optional<Decision> joined, served;
