@@ -160,7 +160,9 @@ inline std::string JsonString(const std::string& json, const std::string& key) {
   return std::regex_search(json, m, re) ? m[1].str() : std::string();
 }
 
-// A port base unlikely to collide with concurrent test runs: 20000 + 40*(pid % 1000).
-inline int TestBasePort() { return 20000 + 40 * static_cast<int>(getpid() % 1000); }
+// A port base unlikely to collide with concurrent test runs: 10000 + 40*(pid % 500),
+// so base + 0..39 stays below the kernel's ephemeral range (32768-60999 here), where
+// any outgoing connection on the machine could already hold the port.
+inline int TestBasePort() { return 10000 + 40 * static_cast<int>(getpid() % 500); }
 
 }  // namespace rt::integration
