@@ -92,12 +92,16 @@ TEST_CASE("3 ring peers equal one peer with accum 3; replicas bit-identical") {
     CHECK(std::equal(peers[0]->params().begin(), peers[0]->params().end(),
                      peers[r]->params().begin()));
   }
-  double max_rel = 0;
+  // Relative to the largest weight: float sums in another order may flip the sign of
+  // a near-zero gradient, which Adam turns into a full-size update of a tiny weight.
+  double max_diff = 0, max_weight = 0;
   for (size_t i = 0; i < peers[0]->params().size(); ++i) {
     const double a = peers[0]->params()[i], b = (*single)->params()[i];
-    max_rel = std::max(max_rel, std::fabs(a - b) / std::max(1e-3, std::fabs(b)));
+    max_diff = std::max(max_diff, std::fabs(a - b));
+    max_weight = std::max(max_weight, std::fabs(b));
   }
-  CHECK(max_rel <= 1e-5);
+  MESSAGE("3 peers vs accum 3: max |diff| ", max_diff, ", largest weight ", max_weight);
+  CHECK(max_diff / max_weight <= 1e-5);
   for (int s = 0; s < c.steps; ++s) {
     CHECK(loss[0][s] == loss[2][s]);
     CHECK(loss[0][s] == doctest::Approx(single_loss[s]).epsilon(1e-5));
