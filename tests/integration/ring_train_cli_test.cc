@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -277,4 +278,48 @@ TEST_CASE("ring: a peer killed mid-training ends the others with a clear error")
     CHECK(Contains(r[rank].err, "ringtrain train: step "));
   }
   CHECK(seconds < 30);
+}
+
+TEST_CASE("ring: resume where only rank 0 has the checkpoint equals an uninterrupted run") {
+  TempDir tmp;
+  WriteData(tmp / "data");
+  const int base = rt::integration::TestBasePort() + 18;
+  const std::string hosts = WriteHosts(tmp, 2, base);
+  // Runs both peers; rank r uses --ckpt-dir ckpt_dirs[r] and metrics <name>.rank<r>.jsonl.
+  auto run = [&](const std::vector<std::string>& extra, const std::vector<std::string>& ckpt_dirs,
+                 const std::string& metrics) {
+    rt::integration::ProcessGroup group(tmp.path());
+    for (int r = 0; r < 2; ++r) {
+      std::vector<std::string> argv = Concat(
+          {RINGTRAIN_BINARY},
+          Concat(TrainFlags(tmp), {"--hosts", hosts, "--rank=" + std::to_string(r), "--wait=30",
+                                   "--check-every=1", "--metrics", tmp / metrics}));
+      if (!ckpt_dirs.empty()) argv = Concat(argv, {"--ckpt-dir", ckpt_dirs[r]});
+      group.Start(Concat(argv, extra), {"OMP_NUM_THREADS=1"});
+    }
+    const std::vector<RunResult> r = group.WaitAll(90);
+    for (const RunResult& x : r) {
+      INFO("stderr:\n", x.err);
+      REQUIRE(x.exit_code == 0);
+    }
+    return r;
+  };
+  run({"--steps=8"}, {}, "whole.jsonl");
+  run({"--steps=4"}, {tmp / "ckpt0", tmp / "ckpt1"}, "part.jsonl");
+  CHECK_FALSE(std::filesystem::exists(tmp / "ckpt1"));  // only the leader writes
+  // Rank 1's directory is empty: it starts from the seed, then takes rank 0's state.
+  std::vector<RunResult> resumed =
+      run({"--steps=8", "--resume"}, {tmp / "ckpt0", tmp / "ckpt1"}, "part.jsonl");
+  CHECK(Contains(resumed[0].err, "copying rank 0's state"));
+  for (int r = 0; r < 2; ++r) {
+    const std::string suffix = ".rank" + std::to_string(r) + ".jsonl";
+    const std::vector<std::string> whole = Lines(ReadFile(tmp / ("whole" + suffix)));
+    const std::vector<std::string> part = Lines(ReadFile(tmp / ("part" + suffix)));
+    REQUIRE(whole.size() == 8);
+    REQUIRE(part.size() == 8);
+    for (int s = 0; s < 8; ++s) {
+      CHECK(Field(part[s], "step") == std::to_string(s + 1));
+      CHECK(Field(part[s], "param_hash") == Field(whole[s], "param_hash"));
+    }
+  }
 }
