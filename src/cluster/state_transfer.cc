@@ -5,6 +5,7 @@
 #include <cstring>
 #include <deque>
 #include <set>
+#include <thread>
 
 #include "absl/strings/str_format.h"
 #include "core/crc32c.h"
@@ -367,6 +368,51 @@ absl::StatusOr<StateSnapshot> FetchState(const std::shared_ptr<net::TcpNode>& no
   }
   if (!st.ok()) return st;
   return snap;
+}
+
+// ---------------------------------------------------------------- per view
+
+int NodeRankOf(const net::TcpNode& node, const PeerId& peer) {
+  const auto& hosts = node.options().hosts;
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    if (hosts[i].Endpoint() == peer) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+absl::Status ServeAgreedState(const std::shared_ptr<net::TcpNode>& node, const Decision& install,
+                              const StateSource& source, const TransferOptions& options) {
+  const std::vector<PeerId>& fetchers = install.agreement.need_state;
+  std::vector<absl::Status> results(fetchers.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < fetchers.size(); ++i) {
+    const int rank = NodeRankOf(*node, fetchers[i]);
+    if (rank < 0) {
+      results[i] = absl::NotFoundError("cannot serve state to " + fetchers[i] +
+                                       ": not in this node's hosts list");
+      continue;
+    }
+    threads.emplace_back([&, i, rank] {
+      results[i] = ServeState(node, rank, StateChannel(install.view.epoch), source, options);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const absl::Status& st : results) {
+    if (!st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StateSnapshot> FetchAgreedState(const std::shared_ptr<net::TcpNode>& node,
+                                               const Decision& install,
+                                               const TransferOptions& options) {
+  const int rank = NodeRankOf(*node, install.agreement.source);
+  if (rank < 0 || rank == node->self_rank()) {
+    return absl::InvalidArgumentError("cannot fetch state from '" + install.agreement.source +
+                                      "': not another peer of this node's hosts list");
+  }
+  return FetchState(node, rank, StateChannel(install.view.epoch), install.agreement.resume,
+                    options);
 }
 
 }  // namespace rt::cluster

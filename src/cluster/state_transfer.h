@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "cluster/membership.h"
 #include "cluster/step_agreement.h"
 #include "net/tcp_node.h"
 
@@ -83,5 +84,23 @@ absl::Status ServeState(const std::shared_ptr<net::TcpNode>& node, int fetcher_r
 absl::StatusOr<StateSnapshot> FetchState(const std::shared_ptr<net::TcpNode>& node, int source_rank,
                                          uint64_t channel, StateVersion want,
                                          const TransferOptions& options = {});
+
+// ---- what the trainer calls on Decision::kInstallView ----
+
+// Hosts-file rank of `peer` on this node (its endpoint string), or -1.
+int NodeRankOf(const net::TcpNode& node, const PeerId& peer);
+
+// The source's side: serves `source` (which must be the agreed resume version) to
+// every member of install.agreement.need_state at once, on StateChannel(epoch).
+// Each fetcher is served independently; returns OK or the first failure (naming
+// the fetcher). Call it only if install.agreement.source is this peer.
+absl::Status ServeAgreedState(const std::shared_ptr<net::TcpNode>& node, const Decision& install,
+                              const StateSource& source, const TransferOptions& options = {});
+
+// The fetcher's side (install.need_state): fetches install.agreement.resume from
+// install.agreement.source. On error report MembershipService::StateTransferFailed.
+absl::StatusOr<StateSnapshot> FetchAgreedState(const std::shared_ptr<net::TcpNode>& node,
+                                               const Decision& install,
+                                               const TransferOptions& options = {});
 
 }  // namespace rt::cluster

@@ -79,7 +79,7 @@ TEST_CASE("a killed member is removed in a new view; it restarts and rejoins wit
   REQUIRE_MESSAGE(ms >= 0, c.Dump());
   MESSAGE("killed member (sockets closed) -> new view in " << ms << " ms");
   const View v2 = c.S(0).view();
-  CHECK(v2.epoch == v1.epoch + 1);
+  CHECK(v2.epoch > v1.epoch);
   CHECK(v2.leader() == c.Id(0));
   // Survivors resume from the newest step anyone completed; rank 3 must fetch it.
   std::optional<Decision> install;
@@ -122,7 +122,7 @@ TEST_CASE("a killed member is removed in a new view; it restarts and rejoins wit
   REQUIRE(served.has_value());
   CHECK(joined->need_state);
   CHECK(joined->agreement.source == c.Id(0));
-  CHECK(joined->agreement.resume.epoch == v2.epoch);
+  CHECK(joined->agreement.resume.epoch >= v2.epoch);
   CHECK(joined->agreement.resume.step > 6);
   CHECK(joined->agreement.resume.step <= step);
   const auto& need = served->agreement.need_state;
@@ -131,12 +131,13 @@ TEST_CASE("a killed member is removed in a new view; it restarts and rejoins wit
   const std::vector<uint8_t> weights(100000, 7);
   StateSource src{served->agreement.resume, {{"params", weights}}};
   absl::Status serve_status;
-  std::thread server([&] { serve_status = ServeState(c.Node(0), 2, StateChannel(v3.epoch), src); });
-  auto got = FetchState(c.Node(2), 0, StateChannel(v3.epoch), joined->agreement.resume);
+  std::thread server([&] { serve_status = ServeAgreedState(c.Node(0), *served, src); });
+  auto got = FetchAgreedState(c.Node(2), *joined);
   server.join();
   REQUIRE_MESSAGE(got.ok(), got.status().ToString());
-  CHECK(serve_status.ok());
   CHECK(got->Find("params")->bytes == weights);
+  // Other lagging members (if any) did not fetch here: the source reports them.
+  if (served->agreement.need_state.size() == 1) CHECK(serve_status.ok());
   c.S(2).SetState(got->version);
 }
 
