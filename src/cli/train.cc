@@ -127,6 +127,19 @@ int RunTrain(const std::vector<std::string>& positional) {
     std::fprintf(stderr, "ringtrain train: unexpected argument '%s'\n", positional[0].c_str());
     return 2;
   }
+  if (absl::GetFlag(FLAGS_hosts).empty()) {
+    const char* ring_only = !absl::GetFlag(FLAGS_self).empty()          ? "--self"
+                            : absl::GetFlag(FLAGS_rank) >= 0            ? "--rank"
+                            : !absl::GetFlag(FLAGS_secret_file).empty() ? "--secret-file"
+                            : absl::GetFlag(FLAGS_compress) != "none"   ? "--compress"
+                                                                        : nullptr;
+    if (ring_only != nullptr) {
+      std::fprintf(stderr,
+                   "ringtrain train: %s needs --hosts (a ring); without it train runs alone\n",
+                   ring_only);
+      return 2;
+    }
+  }
   train::TrainConfig c;
   c.data_dir = absl::GetFlag(FLAGS_data);
   c.model.n_layers = absl::GetFlag(FLAGS_layers);

@@ -227,6 +227,29 @@ TEST_CASE("ring: a peer with another config is refused, naming the difference") 
   CHECK(Contains(all_err, "'0.1'"));
 }
 
+TEST_CASE("ring: ring flags without --hosts and a bad --compress are refused") {
+  TempDir tmp;
+  WriteData(tmp / "data");
+  for (const auto& [flag, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"--rank=1", "--rank needs --hosts"},
+           {"--compress=bf16", "--compress needs --hosts"},
+           {"--self=127.0.0.1:1", "--self needs --hosts"}}) {
+    RunResult r =
+        rt::integration::RunRingtrain(Concat(TrainFlags(tmp), {"--steps=2", flag}), tmp.path(), 60);
+    INFO(flag, " stderr:\n", r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(Contains(r.err, expected));
+  }
+  const std::string hosts = WriteHosts(tmp, 2, rt::integration::TestBasePort() + 22);
+  RunResult bad = rt::integration::RunRingtrain(
+      Concat(TrainFlags(tmp), {"--steps=2", "--hosts", hosts, "--rank=0", "--compress=zip"}),
+      tmp.path(), 60);
+  INFO("stderr:\n", bad.err);
+  CHECK(bad.exit_code == 1);
+  CHECK(Contains(bad.err, "--compress"));
+  CHECK(Contains(bad.err, "zip"));
+}
+
 TEST_CASE("ring: a peer that never comes gives a clear error after --wait") {
   TempDir tmp;
   WriteData(tmp / "data");
