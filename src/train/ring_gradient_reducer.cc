@@ -56,8 +56,8 @@ absl::Status RingGradientReducer::BeginStep(int64_t step, absl::Span<float> grad
     length_ = grads.size();
     buckets_ =
         std::make_unique<collective::BucketedReducer>(ring_.get(), length_, options_.buckets);
-    LogInfo("gradient buckets: %d of up to %.1f MB over %.2fM floats, codec %s",
-            buckets_->buckets().size(), options_.buckets.bucket_bytes / 1e6, length_ / 1e6,
+    LogInfo("gradient buckets: %d of up to %.3g MiB over %.2fM floats, codec %s",
+            buckets_->buckets().size(), options_.buckets.bucket_bytes / 1048576.0, length_ / 1e6,
             options_.buckets.codec.ToString());
   }
   step_ = step;
