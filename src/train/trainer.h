@@ -34,8 +34,10 @@ namespace rt::train {
 class Trainer {
  public:
   // Opens the data, builds the model and either initialises it from the seed or, with
-  // config.resume, loads the newest valid checkpoint of config.ckpt_dir. `reducer`
-  // null means a single peer. Errors name the flag, file or checkpoint at fault.
+  // config.resume, loads the newest valid checkpoint of config.ckpt_dir; then every
+  // peer of a ring takes the leader's step and state (GradientReducer::SyncState), so
+  // peers without the checkpoint start identical too. `reducer` null means a single
+  // peer. Errors name the flag, file or checkpoint at fault.
   static absl::StatusOr<std::unique_ptr<Trainer>> Create(
       const TrainConfig& config, std::unique_ptr<GradientReducer> reducer = nullptr);
 
