@@ -1,18 +1,142 @@
-// `ringtrain plan`: placeholder until its issue lands (replaced by the real command).
+// `ringtrain plan`: memory per peer and predicted step time for a model on N peers,
+// before renting anything. Human table, then one JSON line. The arithmetic lives in
+// src/train/run_plan.{h,cc}; this file parses flags and prints.
 #include <cstdio>
+#include <string>
+#include <vector>
 
+#include "absl/flags/flag.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "cli/common_flags.h"
 #include "cli/subcommand.h"
+#include "train/run_plan.h"
+
+ABSL_FLAG(int, peers, 8, "plan: number of peers in the ring");
+ABSL_FLAG(double, ram_gb, 32, "plan: RAM per peer, GB (1e9 bytes)");
+ABSL_FLAG(double, reserve_gb, 1.5, "plan: RAM kept for the OS, page cache and process, GB");
+ABSL_FLAG(double, gflops, 0,
+          "plan: achieved GFLOP/s per peer (from `ringtrain bench compute`); 0 = no time estimate");
+ABSL_FLAG(double, link_mbps, 1000, "plan: bottleneck link bandwidth of the ring, Mbit/s");
+ABSL_FLAG(double, rtt_ms, 0.5, "plan: round-trip time per ring hop, ms");
 
 namespace rt::cli {
 namespace {
-int RunPlan(const std::vector<std::string>&) {
-  std::fprintf(stderr, "ringtrain plan: not built yet\n");
-  return 1;
+
+std::string Gb(double bytes) { return absl::StrFormat("%.2f GB", bytes / 1e9); }
+
+int RunPlan(const std::vector<std::string>& positional) {
+  if (!positional.empty()) {
+    std::fprintf(stderr, "ringtrain plan: unexpected argument '%s'\n", positional[0].c_str());
+    return 2;
+  }
+  train::RunPlanInputs in;
+  in.config.n_layers = absl::GetFlag(FLAGS_layers);
+  in.config.n_heads = absl::GetFlag(FLAGS_heads);
+  in.config.dim = absl::GetFlag(FLAGS_dim);
+  in.config.seq_len = absl::GetFlag(FLAGS_seq_len);
+  in.config.vocab_size = absl::GetFlag(FLAGS_vocab);
+  auto precision = model::ParsePrecision(absl::GetFlag(FLAGS_precision));
+  if (!precision.ok()) {
+    std::fprintf(stderr, "ringtrain plan: %s\n", std::string(precision.status().message()).c_str());
+    return 2;
+  }
+  in.options.precision = *precision;
+  in.options.recompute = absl::GetFlag(FLAGS_recompute);
+  in.options.max_batch = absl::GetFlag(FLAGS_batch);
+  in.accum = absl::GetFlag(FLAGS_accum);
+  in.peers = absl::GetFlag(FLAGS_peers);
+  in.ram_bytes = absl::GetFlag(FLAGS_ram_gb) * 1e9;
+  in.reserve_bytes = absl::GetFlag(FLAGS_reserve_gb) * 1e9;
+  in.gflops = absl::GetFlag(FLAGS_gflops);
+  in.link_bps = absl::GetFlag(FLAGS_link_mbps) * 1e6 / 8;
+  in.rtt_s = absl::GetFlag(FLAGS_rtt_ms) * 1e-3;
+  in.compress = absl::GetFlag(FLAGS_compress);
+  if (in.options.max_batch < 1) {
+    std::fprintf(stderr, "ringtrain plan: --batch must be >= 1, got %d\n", in.options.max_batch);
+    return 2;
+  }
+  auto plan_or = train::PlanRun(in);
+  if (!plan_or.ok()) {
+    std::fprintf(stderr, "ringtrain plan: %s\n", std::string(plan_or.status().message()).c_str());
+    return 2;
+  }
+  const train::RunPlan& p = *plan_or;
+
+  absl::PrintF("model     %s, %s, %s%s\n", in.config.ToString(),
+               model::PrecisionName(in.options.precision),
+               absl::StrFormat("%.1fM parameters", p.n_params / 1e6),
+               in.options.recompute ? ", recompute" : "");
+  absl::PrintF("step      %d peers x batch %d x accum %d x %d tokens = %lld tokens\n", in.peers,
+               in.options.max_batch, in.accum, in.config.seq_len,
+               static_cast<long long>(p.tokens_per_step));
+  absl::PrintF("\nmemory per peer\n");
+  absl::PrintF("  parameters (fp32)        %10s\n", Gb(p.params));
+  absl::PrintF("  gradients (fp32)         %10s\n", Gb(p.grads));
+  absl::PrintF("  AdamW moments (fp32 x2)  %10s\n", Gb(p.adam));
+  if (p.bf16_weights > 0) absl::PrintF("  bf16 weight copy         %10s\n", Gb(p.bf16_weights));
+  if (p.residual > 0) absl::PrintF("  codec residual           %10s\n", Gb(p.residual));
+  absl::PrintF("  activations (batch %3d)  %10s\n", in.options.max_batch, Gb(p.activations));
+  absl::PrintF("  reserve (OS, cache)      %10s\n", Gb(p.reserve));
+  absl::PrintF("  total                    %10s of %s: %s\n", Gb(p.total), Gb(in.ram_bytes),
+               p.fits ? "fits" : "DOES NOT FIT");
+  if (p.max_batch_that_fits == 0) {
+    absl::PrintF("  even --batch 1 does not fit%s\n",
+                 in.options.recompute ? "" : "; try --recompute or a smaller model");
+  } else {
+    absl::PrintF("  largest --batch that fits: %d%s\n", p.max_batch_that_fits,
+                 !p.fits && !in.options.recompute ? " (or add --recompute)" : "");
+  }
+
+  absl::PrintF("\ncommunication per step (ring of %d, %.0f Mbit/s, %.2f ms RTT)\n", in.peers,
+               absl::GetFlag(FLAGS_link_mbps), absl::GetFlag(FLAGS_rtt_ms));
+  if (in.gflops > 0) {
+    absl::PrintF(
+        "  compute %.2f s per step at %.0f GFLOP/s; last backward %.2f s hides communication\n",
+        p.compute_s, in.gflops, p.backward_s);
+  }
+  absl::PrintF("  %-12s %12s %10s %s\n", "codec", "wire bytes", "seconds",
+               in.gflops > 0 ? "hidden" : "");
+  std::vector<std::string> codec_json;
+  for (const train::CodecEstimate& e : p.codecs) {
+    absl::PrintF("  %-12s %12s %10.3f %s\n", e.codec, Gb(e.wire_bytes), e.seconds,
+                 in.gflops > 0 ? (e.hides ? "yes" : "no") : "");
+    codec_json.push_back(
+        absl::StrFormat("{\"codec\":\"%s\",\"wire_bytes\":%.0f,\"seconds\":%.6f,\"hides\":%s}",
+                        e.codec, e.wire_bytes, e.seconds, e.hides ? "true" : "false"));
+  }
+  absl::PrintF("  suggested --compress %s\n", p.recommended_codec);
+
+  absl::PrintF(
+      "{\"params\":%zu,\"flops_per_token\":%.0f,\"tokens_per_step\":%lld,\"memory_bytes\":%.0f,"
+      "\"activation_bytes\":%.0f,\"ram_bytes\":%.0f,\"fits\":%s,\"max_batch\":%d,"
+      "\"compute_s\":%.6f,\"codecs\":[%s],\"suggested_compress\":\"%s\"}\n",
+      p.n_params, p.flops_per_token, static_cast<long long>(p.tokens_per_step), p.total,
+      p.activations, in.ram_bytes, p.fits ? "true" : "false", p.max_batch_that_fits, p.compute_s,
+      absl::StrJoin(codec_json, ","), p.recommended_codec);
+  return 0;
 }
+
+std::vector<std::string> PlanFlags() {
+  std::vector<std::string> flags = ModelFlagNames();
+  for (const char* f :
+       {"vocab", "compress", "peers", "ram_gb", "reserve_gb", "gflops", "link_mbps", "rtt_ms"}) {
+    flags.emplace_back(f);
+  }
+  return flags;
+}
+
 }  // namespace
 
 const Subcommand& PlanSubcommand() {
-  static const Subcommand sub{"plan", "(not built yet)", "ringtrain plan", {}, &RunPlan};
+  static const Subcommand sub{
+      "plan", "Memory per peer and predicted step time of a model on N peers",
+      "ringtrain plan [model flags] [--vocab V] --peers N [--ram-gb 32] [--gflops G]\n"
+      "               [--link-mbps 1000] [--rtt-ms 0.5] [--compress ...]\n"
+      "Prints memory per peer (exact for what ringtrain allocates), the largest --batch that\n"
+      "fits, and per codec the bytes each peer sends per step and the predicted time; with\n"
+      "--gflops (from `ringtrain bench compute`) also whether it hides behind backward.",
+      PlanFlags(), &RunPlan};
   return sub;
 }
 

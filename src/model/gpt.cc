@@ -95,7 +95,8 @@ struct BlockActs {
 
 class GptImpl {
  public:
-  GptImpl(const GptConfig& c, const GptOptions& o);
+  // allocate == false only sizes the activation memory (Gpt::EstimateActivationBytes).
+  GptImpl(const GptConfig& c, const GptOptions& o, bool allocate = true);
 
   double ForwardBackward(const float* params, const int32_t* tokens, const int32_t* targets, int B,
                          float grad_scale, float* grads,
@@ -116,7 +117,7 @@ class GptImpl {
     std::vector<std::pair<float**, size_t>> f;
     std::vector<std::pair<bf16_t**, size_t>> h;
   };
-  void Allocate(Plan& plan);
+  void Allocate(Plan& plan, bool allocate);
 
   // A timed region for the profile.
   class Timed {
@@ -196,7 +197,7 @@ class GptImpl {
   std::vector<float> last_rows_;  // (B,C) for LastLogits
 };
 
-GptImpl::GptImpl(const GptConfig& c, const GptOptions& o)
+GptImpl::GptImpl(const GptConfig& c, const GptOptions& o, bool allocate)
     : cfg(c), layout(c), opt(o), bf16_(o.precision == Precision::kBf16) {
   mt_ = bf16_ ? MatType::kBf16 : MatType::kF32;
   C_ = c.dim;
@@ -253,15 +254,19 @@ GptImpl::GptImpl(const GptConfig& c, const GptOptions& o)
                                {&dbig_h_, hp * 4 * M * C},
                                {&dqkv_h_, hp * 3 * M * C},
                                {&datt_h_, hp * A}});
-  Allocate(plan);
-  if (bf16_) params_h_.Resize(layout.total_floats());
+  Allocate(plan, allocate);
+  if (bf16_ && allocate) params_h_.Resize(layout.total_floats());
 }
 
-void GptImpl::Allocate(Plan& plan) {
+void GptImpl::Allocate(Plan& plan, bool allocate) {
   auto round = [](size_t n) { return (n + 31) / 32 * 32; };  // 64-byte aligned starts
   size_t nf = 0, nh = 0;
   for (auto& [p, n] : plan.f) nf += round(n);
   for (auto& [p, n] : plan.h) nh += round(n);
+  if (!allocate) {
+    activation_bytes = nf * sizeof(float) + nh * sizeof(bf16_t);
+    return;
+  }
   f32_.Resize(nf);
   h_.Resize(nh);
   size_t at = 0;
@@ -597,6 +602,17 @@ const GptConfig& Gpt::config() const { return impl_->cfg; }
 const ParamLayout& Gpt::layout() const { return impl_->layout; }
 const GptOptions& Gpt::options() const { return impl_->opt; }
 size_t Gpt::ActivationBytes() const { return impl_->activation_bytes; }
+
+absl::StatusOr<size_t> Gpt::EstimateActivationBytes(const GptConfig& config,
+                                                    const GptOptions& options) {
+  if (absl::Status s = config.Validate(); !s.ok()) return s;
+  if (options.max_batch < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_batch must be at least 1, got ", options.max_batch));
+  }
+  // The same sizing code as Create(), minus the allocations.
+  return GptImpl(config, options, /*allocate=*/false).activation_bytes;
+}
 
 void Gpt::InitParams(absl::Span<float> params, uint64_t seed) const {
   const int L = impl_->cfg.n_layers;

@@ -73,6 +73,10 @@ class Gpt {
                   float* logits);
 
   size_t ActivationBytes() const;  // bytes held for activations at max_batch (for reports)
+  // What ActivationBytes() would be for a model created with these arguments, computed
+  // without allocating (for `ringtrain plan` on models too big for this machine).
+  static absl::StatusOr<size_t> EstimateActivationBytes(const GptConfig& config,
+                                                        const GptOptions& options);
 
   // Per-layer-kind timing (bench compute --profile). Off by default (it adds syncs).
   void EnableProfile(bool on);

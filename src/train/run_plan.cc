@@ -1,0 +1,123 @@
+// PlanRun: memory and time arithmetic behind `ringtrain plan` (see run_plan.h).
+#include "train/run_plan.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/status_macros.h"
+
+namespace rt::train {
+namespace {
+
+// Wire bytes per peer per step for a dense ring allreduce of n values of `bytes_per`.
+double DenseRingBytes(double n, double bytes_per, int peers) {
+  if (peers <= 1) return 0;
+  return 2.0 * (peers - 1) / peers * n * bytes_per;
+}
+
+// Top-k: every peer's k = D n entries travel N-1 hops around the ring (allgather). An
+// entry costs a bf16 value plus a delta-coded index, ~12 bits before zstd (FACTS.md).
+double TopkRingBytes(double n, double density, int peers) {
+  if (peers <= 1) return 0;
+  constexpr double kBytesPerEntry = 2.0 + 1.5;
+  return (peers - 1) * density * n * kBytesPerEntry;
+}
+
+}  // namespace
+
+absl::StatusOr<RunPlan> PlanRun(const RunPlanInputs& in) {
+  RETURN_IF_ERROR(in.config.Validate());
+  if (in.peers < 1)
+    return absl::InvalidArgumentError(absl::StrCat("--peers must be >= 1, got ", in.peers));
+  if (in.accum < 1)
+    return absl::InvalidArgumentError(absl::StrCat("--accum must be >= 1, got ", in.accum));
+  if (in.ram_bytes <= 0) return absl::InvalidArgumentError("--ram-gb must be positive");
+  if (in.link_bps <= 0) return absl::InvalidArgumentError("--link-mbps must be positive");
+
+  RunPlan p;
+  const model::ParamLayout layout(in.config);
+  const double n = static_cast<double>(layout.total_floats());
+  p.n_params = layout.total_floats();
+  p.flop_params = layout.flop_params();
+  const bool bf16 = in.options.precision == model::Precision::kBf16;
+
+  p.params = 4 * n;
+  p.grads = 4 * n;
+  p.adam = 8 * n;
+  p.bf16_weights = bf16 ? 2 * n : 0;
+  p.residual = in.compress == "none" ? 0 : 4 * n;  // error-feedback residual per value
+  ASSIGN_OR_RETURN(size_t act, model::Gpt::EstimateActivationBytes(in.config, in.options));
+  p.activations = static_cast<double>(act);
+  p.reserve = in.reserve_bytes;
+  const double fixed = p.params + p.grads + p.adam + p.bf16_weights + p.residual + p.reserve;
+  p.total = fixed + p.activations;
+  p.fits = p.total <= in.ram_bytes;
+
+  // Largest batch that fits, by doubling then bisecting over the exact activation plan.
+  auto fits_with = [&](int b) -> absl::StatusOr<bool> {
+    model::GptOptions o = in.options;
+    o.max_batch = b;
+    ASSIGN_OR_RETURN(size_t a, model::Gpt::EstimateActivationBytes(in.config, o));
+    return fixed + static_cast<double>(a) <= in.ram_bytes;
+  };
+  ASSIGN_OR_RETURN(bool one_fits, fits_with(1));
+  if (one_fits) {
+    int lo = 1, hi = 2;
+    while (hi <= (1 << 16)) {
+      ASSIGN_OR_RETURN(bool ok, fits_with(hi));
+      if (!ok) break;
+      lo = hi;
+      hi *= 2;
+    }
+    while (hi - lo > 1) {
+      int mid = lo + (hi - lo) / 2;
+      ASSIGN_OR_RETURN(bool ok, fits_with(mid));
+      (ok ? lo : hi) = mid;
+    }
+    p.max_batch_that_fits = lo;
+  }
+
+  const double L = in.config.n_layers, T = in.config.seq_len, D = in.config.dim;
+  p.flops_per_token = 6.0 * static_cast<double>(p.flop_params) + 12.0 * L * T * D;
+  p.tokens_per_step =
+      static_cast<int64_t>(in.options.max_batch) * in.accum * in.config.seq_len * in.peers;
+  if (in.gflops > 0) {
+    const double local_tokens = static_cast<double>(in.options.max_batch) * in.accum * T;
+    p.compute_s = local_tokens * p.flops_per_token / (in.gflops * 1e9);
+    // Backward is ~2/3 of the FLOPs; only the last micro-step's backward overlaps.
+    p.backward_s = p.compute_s / in.accum * 2.0 / 3.0;
+  }
+
+  const double hops = in.peers <= 1 ? 0 : 2.0 * (in.peers - 1);
+  auto add = [&](const std::string& codec, double bytes) {
+    CodecEstimate e;
+    e.codec = codec;
+    e.wire_bytes = bytes;
+    e.seconds = in.peers <= 1 ? 0 : bytes / in.link_bps + hops * in.rtt_s;
+    e.hides = in.gflops > 0 && e.seconds <= p.backward_s;
+    p.codecs.push_back(e);
+  };
+  add("none", DenseRingBytes(n, 4, in.peers));
+  add("bf16", DenseRingBytes(n, 2, in.peers));
+  for (double d : {0.1, 0.03, 0.01, 0.003, 0.001}) {
+    // Sparse allgather stops paying once N*D >= 2 (it would send more than dense fp32).
+    if (in.peers * d >= 2) continue;
+    add(absl::StrFormat("topk:%g", d), TopkRingBytes(n, d, in.peers));
+  }
+  p.recommended_codec = in.peers <= 1 ? "none" : "";
+  for (const CodecEstimate& e : p.codecs) {  // least lossy first
+    if (p.recommended_codec.empty() && e.hides) p.recommended_codec = e.codec;
+  }
+  if (p.recommended_codec.empty() && !p.codecs.empty()) {
+    // Nothing hides (or no compute figure): the fastest on the wire.
+    const CodecEstimate* best = &p.codecs[0];
+    for (const CodecEstimate& e : p.codecs) {
+      if (e.seconds < best->seconds) best = &e;
+    }
+    p.recommended_codec = best->codec;
+  }
+  return p;
+}
+
+}  // namespace rt::train
