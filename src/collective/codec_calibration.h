@@ -16,14 +16,15 @@
 namespace rt::collective {
 
 struct CalibrationOptions {
-  size_t floats = size_t{1} << 21;  // calibration buffer (8 MiB of fp32)
+  size_t floats = size_t{1} << 20;  // calibration buffer (4 MiB of fp32)
   std::vector<double> densities = {0.1, 0.03, 0.01, 0.003, 0.001};  // profiles to measure
   int zstd_level = 1;  // 0 = no zstd figures (the planner will not use zstd)
   int repeats = 2;     // best of `repeats` for every timing
   uint64_t seed = 1;
 };
 
-// Takes about 10-20 x (floats / 1M) ms in a Release build.
+// Takes about 0.2 s per 1M floats (Release, 5 densities, zstd, 2 repeats; measured on
+// a busy 2-vCPU host).
 CodecSpeeds CalibrateCodecs(const CalibrationOptions& options);
 
 // Every peer passes its own figures; every peer gets the same: the slowest peer's

@@ -251,7 +251,7 @@ TEST_CASE("codec calibration: plausible figures; peers agree on identical speeds
                     << " GB/s");
   for (const auto& p : s.profiles)
     MESSAGE("density " << p.density << ": " << p.raw_bytes_per_entry << " B/entry, zstd "
-                       << p.zstd_bytes_per_entry);
+                       << p.zstd_bytes_per_entry << ", select " << p.select_bps / 1e9 << " GB/s");
   REQUIRE(s.profiles.size() == co.densities.size());
   for (double v : {s.select_bps, s.encode_eps, s.decode_eps, s.bf16_bps, s.add_bps,
                    s.zstd_compress_bps, s.zstd_decompress_bps}) {
