@@ -16,9 +16,13 @@
 namespace rt::train {
 namespace {
 
+// Network errors get the step and a hint: on a ring one failure cascades (each peer
+// sees its neighbour leave), so the peer named is not necessarily the one that failed.
 absl::Status WithContext(const absl::Status& s, absl::string_view context) {
   if (s.ok()) return s;
-  return absl::Status(s.code(), absl::StrCat(context, ": ", s.message()));
+  return absl::Status(s.code(), absl::StrCat(context, ": ", s.message(),
+                                             " (the ring is broken: the first peer to fail "
+                                             "logged the cause; restart all with --resume)"));
 }
 
 std::vector<uint8_t> U64Bytes(absl::Span<const uint64_t> values) {
