@@ -46,6 +46,13 @@ namespace rt::cluster {
 // The channel of control links ("CTRL" + 1); rings and state transfers use others.
 inline constexpr uint64_t kControlChannel = 0x4C525443'00000001ull;
 
+// The channel of the ring of `view`: rings of different views (another epoch, or a
+// conflicting view of the same epoch) never exchange a link, so two peers only form
+// a ring when they installed the very same view (View::Fingerprint).
+inline uint64_t RingChannel(const View& view) {
+  return (0x52ull << 56) ^ (static_cast<uint64_t>(view.Fingerprint()) << 20) ^ view.epoch;
+}
+
 struct MembershipServiceOptions {
   std::shared_ptr<net::TcpNode> node;  // started; its hosts and self rank name the peers
   uint64_t channel = kControlChannel;

@@ -39,6 +39,14 @@ double MsUntilNewView(LoopbackCluster& c, const std::vector<int>& who, uint64_t 
   return -1;
 }
 
+TEST_CASE("ring channels differ between views, also of the same epoch") {
+  const View a{3, {"h0:1", "h1:1"}}, b{3, {"h0:1", "h2:1"}}, c{4, {"h0:1", "h1:1"}};
+  CHECK(RingChannel(a) == RingChannel(View{3, {"h0:1", "h1:1"}}));
+  CHECK(RingChannel(a) != RingChannel(b));
+  CHECK(RingChannel(a) != RingChannel(c));
+  CHECK(RingChannel(a) != kControlChannel);
+}
+
 TEST_CASE("three services form one view with quorum and the same leader") {
   LoopbackCluster c(3);
   c.StartAll();
