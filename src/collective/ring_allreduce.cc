@@ -62,8 +62,9 @@ absl::Status RingAllreduce::run() {
   // links can buffer. Overwriting in the allgather is safe without it: the final
   // sum of chunk c of segment s includes our contribution, which reached the
   // successor in the very reduce-scatter message we sent from that region. So by
-  // the time that final chunk arrives here, the successor has taken our earlier
-  // message and the transport no longer reads those bytes.
+  // the time the first byte of that final chunk arrives here (it is received
+  // straight into place), the successor has taken our earlier message whole and
+  // the transport no longer reads those bytes.
 
   // Allgather, step k: the final sum of segment rank-k arrives; we keep it and pass
   // it on, except at the last step: our successor computed that segment itself.
@@ -71,8 +72,7 @@ absl::Status RingAllreduce::run() {
     const int segment = Mod(rank_ - k);
     for (size_t c = 0; c < chunks; ++c) {
       Range ch = Chunk(segment, c);
-      RETURN_IF_ERROR(RecvChunk(ch));
-      StoreChunk(ch);
+      RETURN_IF_ERROR(RecvFinalChunk(ch));
       if (k < size_ - 2) RETURN_IF_ERROR(SendChunk(ch));
     }
   }
@@ -140,12 +140,16 @@ void RingAllreduce::ReduceChunk(Range r) {
                     residual_.empty() ? nullptr : residual_.data() + r.begin, n);
 }
 
-void RingAllreduce::StoreChunk(Range r) {
-  if (r.size() == 0) return;
+absl::Status RingAllreduce::RecvFinalChunk(Range r) {
+  if (r.size() == 0) return absl::OkStatus();
   uint8_t* dst = options_.wire == WireFormat::kFp32
                      ? reinterpret_cast<uint8_t*>(data_.data() + r.begin)
                      : reinterpret_cast<uint8_t*>(staging_.data() + r.begin);
-  std::memcpy(dst, inbox_.data(), r.size() * ElementBytes());  // RecvChunk checked the size
+  absl::Status st = ring_->RecvFromPrevInto(absl::MakeSpan(dst, r.size() * ElementBytes()), &inbox_,
+                                            options_.timeout);
+  if (st.ok() || st.code() != absl::StatusCode::kDataLoss) return st;
+  return absl::Status(st.code(), absl::StrFormat("allreduce: peer %d, final chunk from peer %d: %s",
+                                                 rank_, Mod(rank_ - 1), st.message()));
 }
 
 void RingAllreduce::Finalize() {

@@ -65,11 +65,11 @@ class RingAllreduce {
   Range Chunk(int segment, size_t chunk) const;
   size_t ElementBytes() const { return options_.wire == WireFormat::kFp32 ? 4 : 2; }
   absl::Status SendChunk(Range r);
-  absl::Status RecvChunk(Range r);  // into inbox_, checking its size
-  void EncodeOwnChunk(Range r);     // step 0: our contribution as it goes on the wire
-  void ReduceChunk(Range r);        // partial sum in inbox_ + our contribution
-  void StoreChunk(Range r);         // a final sum from inbox_ into place
-  void Finalize();                  // bf16: final sums into data_
+  absl::Status RecvChunk(Range r);       // into inbox_, checking its size
+  void EncodeOwnChunk(Range r);          // step 0: our contribution as it goes on the wire
+  void ReduceChunk(Range r);             // partial sum in inbox_ + our contribution
+  absl::Status RecvFinalChunk(Range r);  // a final sum, received straight into place
+  void Finalize();                       // bf16: final sums into data_
 
   net::RingTransport* ring_;
   absl::Span<float> data_;

@@ -12,6 +12,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -39,6 +41,27 @@ class RingTransport {
   // Blocks until the next message from the predecessor has arrived and been
   // verified, then replaces *message with it (its capacity is reused).
   virtual absl::Status RecvFromPrev(std::vector<uint8_t>* message, absl::Duration timeout) = 0;
+
+  // Optional: receives the next message from the predecessor into `dst`, which must
+  // be exactly its size (a message of another size is consumed and reported as
+  // DataLoss naming both sizes). Transports may read it there straight from the
+  // socket, saving a copy; `dst` is written only during this call. `scratch` is a
+  // buffer the default implementation may use (RecvFromPrev, then a copy).
+  virtual absl::Status RecvFromPrevInto(absl::Span<uint8_t> dst, std::vector<uint8_t>* scratch,
+                                        absl::Duration timeout) {
+    absl::Status st = RecvFromPrev(scratch, timeout);
+    if (!st.ok()) return st;
+    if (scratch->size() != dst.size()) return SizeMismatch(dst.size(), scratch->size());
+    if (!dst.empty()) std::memcpy(dst.data(), scratch->data(), dst.size());
+    return absl::OkStatus();
+  }
+
+ protected:
+  static absl::Status SizeMismatch(size_t expected, size_t got) {
+    return absl::DataLossError("expected a " + std::to_string(expected) +
+                               "-byte message from the predecessor, got " + std::to_string(got) +
+                               " bytes");
+  }
 };
 
 }  // namespace rt::net

@@ -2,6 +2,7 @@
 #include "net/tcp_connection.h"
 
 #include <chrono>
+#include <cstring>
 
 #include "absl/strings/str_format.h"
 #include "core/crc32c.h"
@@ -12,7 +13,7 @@ namespace {
 // Handshake frames are tiny; a stranger must not make us allocate the data limit.
 constexpr uint64_t kMaxHandshakePayload = 64 << 10;
 constexpr size_t kMaxFramesPerWrite = 16;
-constexpr size_t kSpareVectors = 4;
+constexpr size_t kSpareVectors = 32;
 
 // Lets one async_write/async_read move up to 64 MiB per system call instead of
 // Asio's default 64 KiB, so large messages stream with few wake-ups.
@@ -96,18 +97,32 @@ void TcpConnection::OnHeader(const asio::error_code& ec) {
                         established_ ? "after" : "before completing")));
   }
   header_ = *header;
+  read_direct_ = false;
   if (t == FrameType::kData) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!spare_.empty()) {
+    if (direct_ == Direct::kPosted && data_in_.empty() &&
+        direct_dst_.size() == header_.payload_bytes) {
+      // The user waits for exactly this message: read it where it belongs.
+      direct_ = Direct::kReading;
+      read_direct_ = true;
+      read_dst_ = direct_dst_.data();
+    } else if (!spare_.empty()) {
+      // A recycled buffer of the usual size: resize() below neither allocates nor
+      // zero-fills, and its pages are already mapped.
       payload_ = std::move(spare_.back());
       spare_.pop_back();
+      spare_bytes_ -= payload_.capacity();
     } else {
       payload_.clear();
     }
   } else {
     payload_.clear();
   }
-  payload_.resize(header_.payload_bytes);
+  if (!read_direct_) {
+    payload_.resize(header_.payload_bytes);
+    read_dst_ = payload_.data();
+  }
+  read_len_ = header_.payload_bytes;
   payload_received_ = 0;
   payload_crc_ = 0;
   if (header_.payload_bytes == 0) return FinishFrame();
@@ -118,15 +133,15 @@ void TcpConnection::OnHeader(const asio::error_code& ec) {
 // while it is still in cache.
 void TcpConnection::ReadPayload() {
   auto self = shared_from_this();
-  uint8_t* dst = payload_.data() + payload_received_;
-  size_t want = payload_.size() - payload_received_;
+  uint8_t* dst = read_dst_ + payload_received_;
+  size_t want = read_len_ - payload_received_;
   socket_.async_read_some(
       asio::buffer(dst, want), [self, dst](const asio::error_code& ec, size_t n) {
         if (ec) return self->FailOnIoThread(self->ErrorFromAsio(ec, "receiving a frame payload"));
         self->payload_crc_ = Crc32cExtend(self->payload_crc_, dst, n);
         self->payload_received_ += n;
         self->bytes_received_.fetch_add(n, std::memory_order_relaxed);
-        if (self->payload_received_ < self->payload_.size()) return self->ReadPayload();
+        if (self->payload_received_ < self->read_len_) return self->ReadPayload();
         self->FinishFrame();
       });
 }
@@ -158,13 +173,20 @@ void TcpConnection::FinishFrame() {
       }
       break;
     case FrameType::kData:
+      if (read_direct_) {
+        std::lock_guard<std::mutex> lock(mu_);
+        direct_ = Direct::kDone;  // verified bytes are in the user's buffer
+        cv_.notify_all();
+        break;
+      }
+      [[fallthrough]];
     case FrameType::kControl: {
       std::lock_guard<std::mutex> lock(mu_);
       auto& queue = header_.type == FrameType::kData ? data_in_ : control_in_;
+      queued_bytes_ += payload_.size();
       queue.push_back(std::move(payload_));
       cv_.notify_all();
-      if (data_in_.size() >= options_.max_queued_messages ||
-          control_in_.size() >= options_.max_queued_messages) {
+      if (QueuesFull()) {
         reading_paused_ = true;  // resumed by WaitQueue once the user takes a message
         return;
       }
@@ -184,24 +206,81 @@ absl::Status TcpConnection::WaitQueue(std::deque<std::vector<uint8_t>>* queue,
   std::unique_lock<std::mutex> lock(mu_);
   bool ready = WaitFor(cv_, lock, timeout, [&] { return !queue->empty() || !error_.ok(); });
   if (!queue->empty()) {
-    // Swap, not copy: the caller gets the received buffer, its old one is recycled.
-    std::swap(*message, queue->front());
-    if (spare_.size() < kSpareVectors && queue->front().capacity() > 0) {
-      spare_.push_back(std::move(queue->front()));
-    }
-    queue->pop_front();
-    if (reading_paused_ && data_in_.size() < options_.max_queued_messages &&
-        control_in_.size() < options_.max_queued_messages && error_.ok()) {
-      reading_paused_ = false;
-      auto self = shared_from_this();
-      asio::post(socket_.get_executor(), [self] { self->ReadHeader(); });
-    }
+    TakeFront(queue, message);
     return absl::OkStatus();
   }
   if (!error_.ok()) return error_;
   (void)ready;
+  return TimedOut(what, timeout);
+}
+
+void TcpConnection::TakeFront(std::deque<std::vector<uint8_t>>* queue,
+                              std::vector<uint8_t>* message) {
+  // Swap, not copy: the caller gets the received buffer, its old one is recycled.
+  std::swap(*message, queue->front());
+  queued_bytes_ -= message->size();
+  const size_t capacity = queue->front().capacity();
+  if (capacity > 0 && spare_.size() < kSpareVectors &&
+      spare_bytes_ + capacity <= options_.max_queued_bytes) {
+    spare_bytes_ += capacity;
+    spare_.push_back(std::move(queue->front()));
+  }
+  queue->pop_front();
+  if (reading_paused_ && !QueuesFull() && error_.ok()) {
+    reading_paused_ = false;
+    auto self = shared_from_this();
+    asio::post(socket_.get_executor(), [self] { self->ReadHeader(); });
+  }
+}
+
+bool TcpConnection::QueuesFull() const {
+  return data_in_.size() >= options_.max_queued_messages ||
+         control_in_.size() >= options_.max_queued_messages ||
+         queued_bytes_ >= options_.max_queued_bytes;
+}
+
+absl::Status TcpConnection::TimedOut(const char* what, absl::Duration timeout) const {
   return absl::DeadlineExceededError(absl::StrFormat("no %s message from %s within %s", what,
                                                      peer_name_, absl::FormatDuration(timeout)));
+}
+
+absl::Status TcpConnection::RecvDataInto(absl::Span<uint8_t> dst, absl::Duration timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (data_in_.empty() && error_.ok()) {
+    direct_dst_ = dst;
+    direct_ = Direct::kPosted;
+    WaitFor(cv_, lock, timeout,
+            [&] { return direct_ == Direct::kDone || !data_in_.empty() || !error_.ok(); });
+    if (direct_ == Direct::kReading) {
+      // Error or timeout with the payload half-read: the io thread still writes into
+      // dst. Fail the connection and wait until the socket is closed.
+      if (error_.ok()) {
+        error_ = absl::DeadlineExceededError(
+            absl::StrFormat("data message from %s stalled mid-frame for %s", peer_name_,
+                            absl::FormatDuration(timeout)));
+        auto self = shared_from_this();
+        absl::Status status = error_;
+        asio::post(socket_.get_executor(), [self, status] { self->FailOnIoThread(status); });
+      }
+      cv_.wait(lock, [&] { return direct_ == Direct::kDone || closed_; });
+    }
+    const bool done = direct_ == Direct::kDone;
+    direct_ = Direct::kNone;
+    direct_dst_ = {};
+    if (done) return absl::OkStatus();  // verified before kDone was set
+    if (data_in_.empty()) return error_.ok() ? TimedOut("data", timeout) : error_;
+  }
+  if (data_in_.empty()) return error_;
+  // Already queued (or of another size): take it and copy.
+  TakeFront(&data_in_, &copy_scratch_);
+  lock.unlock();
+  if (copy_scratch_.size() != dst.size()) {
+    return absl::DataLossError(
+        absl::StrFormat("expected a %d-byte data message from %s, got %d bytes", dst.size(),
+                        peer_name(), copy_scratch_.size()));
+  }
+  if (!dst.empty()) std::memcpy(dst.data(), copy_scratch_.data(), dst.size());
+  return absl::OkStatus();
 }
 
 absl::Status TcpConnection::RecvData(std::vector<uint8_t>* message, absl::Duration timeout) {

@@ -23,6 +23,10 @@ std::chrono::nanoseconds Until(absl::Time deadline) {
   return absl::ToChronoNanoseconds(left);
 }
 
+int BufferBytes(const TcpNodeOptions& options, bool loopback) {
+  return loopback ? options.loopback_socket_buffer_bytes : options.socket_buffer_bytes;
+}
+
 // Latency and throughput settings every ring socket gets.
 void ConfigureSocket(tcp::socket& s, int buffer_bytes) {
   asio::error_code ec;
@@ -332,7 +336,7 @@ struct Dial : std::enable_shared_from_this<Dial> {
     socket = std::make_unique<tcp::socket>(node->impl_->dial_context());
     socket->open(ep.protocol(), ec);
     if (ec) return Retry("socket: " + ec.message());
-    ConfigureSocket(*socket, node->options().socket_buffer_bytes);
+    ConfigureSocket(*socket, BufferBytes(node->options(), host.is_loopback));
     auto self = shared_from_this();
     timer.expires_after(
         std::min<std::chrono::nanoseconds>(std::chrono::seconds(3), Until(deadline)));
@@ -461,10 +465,12 @@ absl::Status TcpNode::Listen() {
   acc.open(ep.protocol(), ec);
   if (!ec) acc.set_option(tcp::acceptor::reuse_address(true), ec);
   if (!ec && ep.protocol() == tcp::v6() && !exact) acc.set_option(asio::ip::v6_only(false), ec);
-  if (!ec && options_.socket_buffer_bytes > 0) {
+  // A loopback listener only ever accepts loopback peers.
+  const int buffer_bytes = BufferBytes(options_, exact);
+  if (!ec && buffer_bytes > 0) {
     // Set before listen() so accepted sockets inherit it (and a matching window scale).
-    acc.set_option(asio::socket_base::receive_buffer_size(options_.socket_buffer_bytes), ec);
-    acc.set_option(asio::socket_base::send_buffer_size(options_.socket_buffer_bytes), ec);
+    acc.set_option(asio::socket_base::receive_buffer_size(buffer_bytes), ec);
+    acc.set_option(asio::socket_base::send_buffer_size(buffer_bytes), ec);
   }
   if (!ec) acc.bind(ep, ec);
   if (ec == asio::error::address_in_use) {
@@ -496,7 +502,7 @@ void TcpNode::OnIncoming(tcp::socket socket) {
   asio::error_code ec;
   tcp::endpoint remote = socket.remote_endpoint(ec);
   const std::string from = ec ? std::string("unknown address") : EndpointString(remote);
-  ConfigureSocket(socket, options_.socket_buffer_bytes);
+  ConfigureSocket(socket, BufferBytes(options_, !ec && remote.address().is_loopback()));
   auto conn =
       std::make_shared<TcpConnection>(std::move(socket), "connection from " + from, options_.link);
   // Runs on the accepted socket's io thread: post there.

@@ -97,6 +97,12 @@ absl::Status TcpRing::RecvFromPrev(std::vector<uint8_t>* message, absl::Duration
   return prev_->connection().RecvData(message, timeout);
 }
 
+absl::Status TcpRing::RecvFromPrevInto(absl::Span<uint8_t> dst, std::vector<uint8_t>* /*scratch*/,
+                                       absl::Duration timeout) {
+  if (!prev_) return absl::FailedPreconditionError("a ring of one peer has no predecessor");
+  return prev_->connection().RecvDataInto(dst, timeout);
+}
+
 void TcpRing::SetEpoch(uint64_t epoch) {
   if (next_) next_->connection().SetEpoch(epoch);
   if (prev_) prev_->connection().SetEpoch(epoch);

@@ -10,7 +10,8 @@
 //
 // Messages: SendToNext computes the crc32c on the caller's thread and queues a
 // scatter-gather write (header + the caller's bytes, no copy); RecvFromPrev swaps the
-// received buffer into the caller's vector (no copy; its old capacity is recycled).
+// received buffer into the caller's vector (no copy; its old capacity is recycled);
+// RecvFromPrevInto lets the io thread read a message straight into its destination.
 #pragma once
 
 #include <memory>
@@ -49,6 +50,10 @@ class TcpRing : public RingTransport {
   absl::Status SendToNext(absl::Span<const uint8_t> data) override;
   absl::Status WaitSendsDone(absl::Duration timeout) override;
   absl::Status RecvFromPrev(std::vector<uint8_t>* message, absl::Duration timeout) override;
+  // Reads the payload straight from the socket into dst when the caller waits before
+  // it arrives (TcpConnection::RecvDataInto); `scratch` is unused.
+  absl::Status RecvFromPrevInto(absl::Span<uint8_t> dst, std::vector<uint8_t>* scratch,
+                                absl::Duration timeout) override;
 
   // Frames sent from now on carry `epoch`; older frames received are refused.
   void SetEpoch(uint64_t epoch);
