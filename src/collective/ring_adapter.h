@@ -25,9 +25,10 @@
 namespace rt::collective {
 
 inline uint64_t ProbeChannel(uint64_t probe_index) { return kProbeChannelBase + probe_index; }
-// "RORD" in the high half: distinct from ring epochs, control and state channels.
+// "ORDR" in the high half: its top byte (0x4F) differs from those of the cluster's
+// ring (0x52), control (0x4C) and state (0x54) channels and of probe channels.
 inline uint64_t ReorderChannel(uint64_t probe_index) {
-  return 0x524F5244'00000000ull ^ probe_index;
+  return 0x4F524452'00000000ull ^ probe_index;
 }
 
 struct ReorderOptions {
