@@ -245,7 +245,7 @@ TEST_CASE("newest is decided by (epoch, step)") {
   CHECK(c->meta().step == 95);
 }
 
-TEST_CASE("retention keeps the newest `keep`; keep 0 keeps all") {
+TEST_CASE("retention keeps the newest `keep` -- keep 0 keeps all") {
   TempDir tmp;
   for (int step = 1; step <= 5; ++step) REQUIRE(WriteSimple(tmp.path(), step * 10, 1, 2).ok());
   CHECK(Entries(tmp.path()) == std::vector<std::string>{"step-00000040", "step-00000050"});

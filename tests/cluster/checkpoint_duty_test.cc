@@ -5,7 +5,7 @@
 
 namespace rt::cluster {
 
-TEST_CASE("leader writes; successor writes a copy unless the directory is shared") {
+TEST_CASE("leader writes -- successor writes a copy unless the directory is shared") {
   const View v{6, {"a", "b", "c"}};
   CheckpointDuty d = CheckpointDutyOf(v, "a", false);
   CHECK(d.write);

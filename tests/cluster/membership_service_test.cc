@@ -70,7 +70,7 @@ TEST_CASE("three services form one view with quorum and the same leader") {
   }
 }
 
-TEST_CASE("a killed member is removed in a new view; it restarts and rejoins with state") {
+TEST_CASE("a killed member is removed in a new view -- it restarts and rejoins with state") {
   LoopbackCluster c(4);
   c.StartAll();
   REQUIRE_MESSAGE(c.WaitTrainingTogether({0, 1, 2, 3}, Bound(5)), c.Dump());
@@ -184,7 +184,7 @@ TEST_CASE("a silent member is removed after the peer timeout") {
   REQUIRE_MESSAGE(c.WaitTrainingTogether({0, 1, 2}, Bound(5)), c.Dump());
 }
 
-TEST_CASE("a 2+2 split pauses both sides; healed, they train together again") {
+TEST_CASE("a 2+2 split pauses both sides -- healed, they train together again") {
   LoopbackCluster c(4);
   c.StartAll();
   REQUIRE_MESSAGE(c.WaitTrainingTogether({0, 1, 2, 3}, Bound(5)), c.Dump());

@@ -209,7 +209,7 @@ TEST_CASE("codec planner: hysteresis keeps the plan under measurement noise") {
   CHECK(replanned);
 }
 
-TEST_CASE("codec planner: same inputs give the same plan; invalid inputs are refused") {
+TEST_CASE("codec planner: same inputs give the same plan -- invalid inputs are refused") {
   auto in = Inputs(3, 50e6, 0.5);
   auto a = PlanCodecs(in, PlannerOptions{});
   auto b = PlanCodecs(in, PlannerOptions{});
@@ -234,7 +234,7 @@ TEST_CASE("codec planner: same inputs give the same plan; invalid inputs are ref
   CHECK_FALSE(PlanCodecs(in, unsorted).ok());
 }
 
-TEST_CASE("codec calibration: plausible figures; peers agree on identical speeds and plans") {
+TEST_CASE("codec calibration: plausible figures -- peers agree on identical speeds and plans") {
   CalibrationOptions co;
 #ifdef RINGTRAIN_SANITIZED
   co.floats = size_t{1} << 16;

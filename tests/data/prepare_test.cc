@@ -105,7 +105,7 @@ TEST_CASE("identical output for 1 and 2 threads, several shards") {
   }
 }
 
-TEST_CASE("train/val split keeps whole documents; counts and source bytes add up") {
+TEST_CASE("train/val split keeps whole documents -- counts and source bytes add up") {
   TempDir tmp;
   const std::vector<std::string> docs = Documents(80);
   WriteFile(tmp / "corpus.txt", Corpus(docs));
@@ -144,7 +144,7 @@ TEST_CASE("train/val split keeps whole documents; counts and source bytes add up
   CHECK(val->source_bytes() == vbytes);
 }
 
-TEST_CASE("zst input gives the same tokens as the plain text; directories are searched") {
+TEST_CASE("zst input gives the same tokens as the plain text -- directories are searched") {
   TempDir tmp;
   const std::string text = Corpus(Documents(40));
   std::filesystem::create_directories(tmp / "plain");

@@ -82,7 +82,7 @@ TEST_CASE("emoji and invalid bytes fall back to byte tokens") {
   for (int id : inv) CHECK(id != 0);
 }
 
-TEST_CASE("model file loads from disk; a bad file is a clear error") {
+TEST_CASE("model file loads from disk -- a bad file is a clear error") {
   testing::TempDir tmp;
   auto lines = testing::VietnameseLines(100);
   auto model = TrainTokenizer(lines, {350, 2});

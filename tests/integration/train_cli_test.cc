@@ -54,7 +54,7 @@ bool Contains(const std::string& s, const std::string& part) {
 
 }  // namespace
 
-TEST_CASE("train writes step lines, metrics and a checkpoint; eval reads them back") {
+TEST_CASE("train writes step lines, metrics and a checkpoint -- eval reads them back") {
   TempDir dir;
   WriteData(dir / "data");
   RunResult r = RunRingtrain(

@@ -42,7 +42,7 @@ std::vector<std::unique_ptr<RingGradientReducer>> MakeReducers(int n, RingReduce
 
 }  // namespace
 
-TEST_CASE("3 ring peers equal one peer with accum 3; replicas bit-identical") {
+TEST_CASE("3 ring peers equal one peer with accum 3 -- replicas bit-identical") {
   rt::train::testing::UseOneThread();
   rt::train::testing::TempDir dir;
   REQUIRE(rt::train::testing::WriteMarkovData(dir.path(), 64, 6000, 500).empty());
@@ -128,7 +128,7 @@ TEST_CASE("a param_hash mismatch names the step and the peers on each side") {
   OnThreads(2, [&](int r) { CHECK(same[r]->CheckParamHash(2, 77).ok()); });
 }
 
-TEST_CASE("SyncState gives every peer rank 0's step and state; broadcast is exact") {
+TEST_CASE("SyncState gives every peer rank 0's step and state -- broadcast is exact") {
   auto reducers = MakeReducers(3, {});
   std::vector<std::vector<float>> a(3), b(3);
   int64_t steps[3] = {40, 0, 40};

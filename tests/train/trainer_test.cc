@@ -175,7 +175,7 @@ TEST_CASE("N steps + checkpoint + resume + N steps equals 2N steps, bit for bit"
   }
 }
 
-TEST_CASE("the same seed gives the same run; another seed does not") {
+TEST_CASE("the same seed gives the same run -- another seed does not") {
   rt::train::testing::UseOneThread();
   TempDir dir;
   REQUIRE(WriteMarkovData(dir.path(), 64, 4000, 500).empty());
