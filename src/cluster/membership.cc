@@ -74,10 +74,23 @@ bool Membership::IsAlive(const PeerId& peer, int64_t now_ms) const {
          !p.link_broken && now_ms >= p.unresponsive_until_ms;
 }
 
+bool Membership::IsAliveMember(const PeerId& member, int64_t now_ms) const {
+  if (IsAlive(member, now_ms)) return true;
+  // A peer that just entered the view (a restarted joiner) may not have heard from
+  // every member yet: their links to it are still connecting. The proposer heard
+  // from all of them, so a member not heard from yet is silent only from the
+  // install on, and suspected after peer_timeout_ms like any other silence.
+  if (left_.count(member) || now_ms - install_ms_ > cfg_.peer_timeout_ms) return false;
+  auto it = peers_.find(member);
+  if (it == peers_.end()) return true;
+  const PeerInfo& p = it->second;
+  return p.last_heard_ms < 0 && !p.link_broken && now_ms >= p.unresponsive_until_ms;
+}
+
 std::vector<PeerId> Membership::AliveMembers(int64_t now_ms) const {
   std::vector<PeerId> alive;
   for (const PeerId& m : view_.members) {
-    if (IsAlive(m, now_ms)) alive.push_back(m);
+    if (IsAliveMember(m, now_ms)) alive.push_back(m);
   }
   return alive;
 }
@@ -495,7 +508,7 @@ void Membership::UpdateSuspicions(int64_t now_ms) {
   if (phase_ != Phase::kMember && phase_ != Phase::kChanging) return;
   for (const PeerId& m : view_.members) {
     if (m == cfg_.self) continue;
-    const bool alive = IsAlive(m, now_ms);
+    const bool alive = IsAliveMember(m, now_ms);
     if (alive) {
       suspected_.erase(m);
       continue;

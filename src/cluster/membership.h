@@ -139,6 +139,9 @@ class Membership {
   const std::string& pause_reason() const { return pause_reason_; }
   uint64_t envelope_epoch() const;  // max(installed, promised)
   bool IsAlive(const PeerId& peer, int64_t now_ms) const;
+  // IsAlive, or a member of the installed view not heard from yet within
+  // peer_timeout_ms of the install (a new member's links are still connecting).
+  bool IsAliveMember(const PeerId& member, int64_t now_ms) const;
   const std::vector<PeerId>& agreed_hosts() const { return agreed_hosts_; }
 
  private:

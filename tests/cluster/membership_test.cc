@@ -441,4 +441,67 @@ TEST_CASE("random faults: never two training views, and full recovery afterwards
   }
 }
 
+TEST_CASE(
+    "a peer just admitted to a view suspects a member it has not heard from only after the peer "
+    "timeout") {
+  // A restarted peer can be admitted before every member's link to it has connected.
+  // Reporting such a member unreachable at once made the leader drop it (the
+  // higher-ranked of the pair) and that member had to rejoin: a needless exclusion.
+  const std::vector<PeerId> hosts = {"h0:1", "h1:1", "h2:1", "h3:1"};
+  MembershipConfig cfg;
+  cfg.self = hosts[2];
+  cfg.hosts = hosts;
+  cfg.peer_timeout_ms = 1000;
+  cfg.heartbeat_interval_ms = 100;
+  cfg.proposal_timeout_ms = 300;
+  cfg.startup_grace_ms = 500;
+  cfg.initial_state = {0, -1};
+  int64_t now = 0;
+  Membership m(cfg, now);
+  Heartbeat hb;
+  hb.view = View{3, {hosts[0], hosts[1], hosts[3]}};
+  hb.state = {3, 11};
+  hb.hosts_fingerprint = HostsFingerprint(hosts);
+  hb.training = true;
+  // Only h0 and h1 have reached the restarted h2 so far.
+  m.OnEnvelope({3, hosts[0], hb}, now);
+  m.OnEnvelope({3, hosts[1], hb}, now);
+  REQUIRE(m.phase() == Membership::Phase::kJoining);
+  now += 10;
+  const View v4{4, hosts};
+  m.OnEnvelope({4, hosts[0], ViewProposal{v4}}, now);
+  REQUIRE(m.phase() == Membership::Phase::kChanging);
+  StepAgreement agreement{{3, 11}, hosts[0], 11, {hosts[2]}};
+  m.OnEnvelope({4, hosts[0], ViewCommit{v4, agreement}}, now);
+  REQUIRE(m.view() == v4);
+  const int64_t installed = now;
+  auto suspects_h3 = [&] {
+    bool found = false;
+    for (const Decision& d : m.TakeDecisions()) {
+      found = found || (d.kind == Decision::kSuspect && d.peer == hosts[3]);
+    }
+    for (const Outgoing& o : m.TakeOutgoing()) {
+      if (const auto* h = std::get_if<Heartbeat>(&o.envelope.message)) {
+        found = found || !h->suspects.empty() || h->disrupted;
+      }
+    }
+    return found;
+  };
+  hb.view = v4;
+  // Within the peer timeout of the install: h3 is not suspected, h2 trains.
+  for (now = installed; now <= installed + cfg.peer_timeout_ms; now += 50) {
+    m.OnEnvelope({4, hosts[0], hb}, now);
+    m.OnEnvelope({4, hosts[1], hb}, now);
+    m.OnTick(now);
+    CHECK_FALSE(suspects_h3());
+  }
+  CHECK(m.CanTrain());
+  // Still never heard from after the timeout: now it is suspected, as any silence.
+  now = installed + cfg.peer_timeout_ms + 10;
+  m.OnEnvelope({4, hosts[0], hb}, now);
+  m.OnEnvelope({4, hosts[1], hb}, now);
+  m.OnTick(now);
+  CHECK(suspects_h3());
+}
+
 }  // namespace rt::cluster
