@@ -1,43 +1,12 @@
-// Test helper: a fresh directory under /tmp, removed with everything in it when the
-// helper goes out of scope (also when a test fails).
+// Test helper for the data layer: the shared TempDir and file helpers (tests/temp_dir.h).
 #pragma once
 
-#include <stdlib.h>
-
-#include <filesystem>
-#include <fstream>
-#include <string>
+#include "../temp_dir.h"
 
 namespace rt::data::testing {
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/rt_data_test_XXXXXX";
-    char* p = ::mkdtemp(tmpl);
-    path_ = p == nullptr ? std::string() : std::string(p);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
-
-inline void WriteFile(const std::string& path, const std::string& bytes) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-inline std::string ReadFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
+using ::rt::testing::ReadFile;
+using ::rt::testing::TempDir;
+using ::rt::testing::WriteFile;
 
 }  // namespace rt::data::testing

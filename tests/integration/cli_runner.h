@@ -16,32 +16,13 @@
 #include <thread>
 #include <vector>
 
+#include "temp_dir.h"
+
 namespace rt::integration {
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/rt_cli_test_XXXXXX";
-    char* p = ::mkdtemp(tmpl);
-    path_ = p == nullptr ? std::string() : std::string(p);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+using ::rt::testing::TempDir;
 
- private:
-  std::string path_;
-};
-
-inline std::string ReadFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
+using ::rt::testing::ReadFile;
 
 struct RunResult {
   int exit_code = -1;  // -1 if killed by a signal or timed out

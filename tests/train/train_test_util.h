@@ -10,29 +10,12 @@
 #include <vector>
 
 #include "data/token_dataset.h"
+#include "temp_dir.h"
 #include "train/train_config.h"
 
 namespace rt::train::testing {
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/rt_train_test_XXXXXX";
-    char* p = ::mkdtemp(tmpl);
-    path_ = p == nullptr ? std::string() : std::string(p);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using ::rt::testing::TempDir;
 
 // A first-order Markov chain over `vocab` ids: each id is followed by one of 3 fixed
 // successors, so there is structure to learn but the loss cannot reach 0.
