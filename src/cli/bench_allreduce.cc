@@ -262,16 +262,7 @@ absl::Status Run() {
   if (absl::GetFlag(FLAGS_hosts).empty()) {
     return absl::InvalidArgumentError("--hosts is required (a hosts file, one HOST[:PORT] a line)");
   }
-  const double wait_s = absl::GetFlag(FLAGS_wait);
-  if (!(wait_s > 0)) return absl::InvalidArgumentError("--wait must be positive seconds");
-
-  net::RingSetup setup;
-  setup.hosts_path = absl::GetFlag(FLAGS_hosts);
-  setup.self = absl::GetFlag(FLAGS_self);
-  setup.rank = absl::GetFlag(FLAGS_rank);
-  setup.secret_file = absl::GetFlag(FLAGS_secret_file);
-  setup.wait = absl::Seconds(wait_s);
-  setup.cluster_id = "ringtrain-bench-allreduce";
+  ASSIGN_OR_RETURN(net::RingSetup setup, RingSetupFromFlags("ringtrain-bench-allreduce"));
   // Peers started with different benchmark arguments are refused at the handshake.
   setup.fingerprint = {{"bench", "allreduce"},
                        {"size", absl::GetFlag(FLAGS_size)},

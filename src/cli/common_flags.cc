@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include "absl/flags/flag.h"
+#include "absl/time/time.h"
 #include "core/cpu_features.h"
 
 ABSL_FLAG(int, layers, 6, "Transformer blocks");
@@ -45,13 +46,27 @@ ABSL_FLAG(double, bucket_mb, 25, "Gradient bucket size in MB for overlapped allr
 namespace rt::cli {
 
 std::vector<std::string> ModelFlagNames() {
-  return {"layers", "heads", "dim", "seq_len", "batch", "accum", "precision", "recompute", "threads"};
+  return {"layers", "heads",     "dim",       "seq_len", "batch",
+          "accum",  "precision", "recompute", "threads"};
 }
 std::vector<std::string> OptimizerFlagNames() {
   return {"lr", "min_lr", "warmup", "weight_decay", "clip", "steps", "seed"};
 }
 std::vector<std::string> RingFlagNames() {
   return {"hosts", "self", "rank", "wait", "secret_file", "compress", "zstd_level", "bucket_mb"};
+}
+
+absl::StatusOr<net::RingSetup> RingSetupFromFlags(const std::string& cluster_id) {
+  const double wait_s = absl::GetFlag(FLAGS_wait);
+  if (!(wait_s > 0)) return absl::InvalidArgumentError("--wait must be positive seconds");
+  net::RingSetup setup;
+  setup.hosts_path = absl::GetFlag(FLAGS_hosts);
+  setup.self = absl::GetFlag(FLAGS_self);
+  setup.rank = absl::GetFlag(FLAGS_rank);
+  setup.secret_file = absl::GetFlag(FLAGS_secret_file);
+  setup.wait = absl::Seconds(wait_s);
+  setup.cluster_id = cluster_id;
+  return setup;
 }
 
 int ApplyThreadsFlag() {

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "absl/flags/declare.h"
+#include "absl/status/statusor.h"
+#include "net/ring_setup.h"
 
 // Model shape and execution (train, bench, plan).
 ABSL_DECLARE_FLAG(int, layers);
@@ -47,9 +49,15 @@ ABSL_DECLARE_FLAG(double, bucket_mb);
 namespace rt::cli {
 
 // Flag-name groups for Subcommand::flags.
-std::vector<std::string> ModelFlagNames();      // layers heads dim seq_len batch accum precision recompute threads
+std::vector<std::string>
+ModelFlagNames();  // layers heads dim seq_len batch accum precision recompute threads
 std::vector<std::string> OptimizerFlagNames();  // lr min_lr warmup weight_decay clip steps seed
-std::vector<std::string> RingFlagNames();       // hosts self rank wait secret_file compress zstd_level bucket_mb
+std::vector<std::string>
+RingFlagNames();  // hosts self rank wait secret_file compress zstd_level bucket_mb
+
+// The ring flags (--hosts --self --rank --secret-file --wait) as a RingSetup for
+// `cluster_id`; the caller adds the fingerprint. Error if --wait is not positive.
+absl::StatusOr<net::RingSetup> RingSetupFromFlags(const std::string& cluster_id);
 
 // Applies --threads (0 = all cores) to OpenMP and returns the count used.
 int ApplyThreadsFlag();

@@ -67,8 +67,7 @@ absl::StatusOr<std::unique_ptr<train::GradientReducer>> JoinTrainRing(const trai
 
   const double bucket_mb = absl::GetFlag(FLAGS_bucket_mb);
   if (!(bucket_mb > 0)) return absl::InvalidArgumentError("--bucket-mb must be positive");
-  const double wait_s = absl::GetFlag(FLAGS_wait);
-  if (!(wait_s > 0)) return absl::InvalidArgumentError("--wait must be positive seconds");
+  ASSIGN_OR_RETURN(net::RingSetup setup, RingSetupFromFlags("ringtrain-train"));
   const int check_every = absl::GetFlag(FLAGS_check_every);
   if (check_every < 0) return absl::InvalidArgumentError("--check-every must be >= 0");
   absl::StatusOr<collective::CodecSpec> codec =
@@ -77,13 +76,6 @@ absl::StatusOr<std::unique_ptr<train::GradientReducer>> JoinTrainRing(const trai
     return absl::InvalidArgumentError(absl::StrCat("--compress: ", codec.status().message()));
   }
 
-  net::RingSetup setup;
-  setup.hosts_path = absl::GetFlag(FLAGS_hosts);
-  setup.self = absl::GetFlag(FLAGS_self);
-  setup.rank = absl::GetFlag(FLAGS_rank);
-  setup.secret_file = absl::GetFlag(FLAGS_secret_file);
-  setup.wait = absl::Seconds(wait_s);
-  setup.cluster_id = "ringtrain-train";
   setup.fingerprint = {
       {"model", shape.ToString()},
       {"precision", model::PrecisionName(c.precision)},
