@@ -19,26 +19,16 @@ namespace {
 using rt::integration::JsonNumber;
 using rt::integration::JsonString;
 using rt::integration::LastLineWithPrefix;
+using rt::integration::LocalRingArgv;
 using rt::integration::RunCommand;
 using rt::integration::RunResult;
 using rt::integration::TempDir;
 
-const std::string kLocalRing = std::string(RINGTRAIN_SOURCE_DIR) + "/tools/local-ring";
-
 // tools/local-ring N -- bench allreduce <args>, bounded by `timeout_s`.
 RunResult LocalRingBench(const TempDir& tmp, int peers, int base_port,
                          const std::vector<std::string>& bench_args, int timeout_s = 90) {
-  std::vector<std::string> argv = {"/bin/bash",
-                                   kLocalRing,
-                                   std::to_string(peers),
-                                   "--base-port",
-                                   std::to_string(base_port),
-                                   "--timeout",
-                                   std::to_string(timeout_s - 10),
-                                   "--",
-                                   "bench",
-                                   "allreduce",
-                                   "--wait=30"};
+  std::vector<std::string> argv = LocalRingArgv(peers, base_port, timeout_s);
+  argv.insert(argv.end(), {"bench", "allreduce", "--wait=30"});
   argv.insert(argv.end(), bench_args.begin(), bench_args.end());
   return RunCommand(argv, tmp.path(), timeout_s,
                     {std::string("RINGTRAIN=") + RINGTRAIN_BINARY, "OMP_NUM_THREADS=1"});

@@ -165,4 +165,17 @@ inline std::string JsonString(const std::string& json, const std::string& key) {
 // any outgoing connection on the machine could already hold the port.
 inline int TestBasePort() { return 10000 + 40 * static_cast<int>(getpid() % 500); }
 
+// `tools/local-ring N --base-port P --timeout T --` with T = timeout_s - 10, so the tool
+// stops its peers before the caller's own timeout kills it; append the ringtrain args.
+inline std::vector<std::string> LocalRingArgv(int peers, int base_port, int timeout_s) {
+  return {"/bin/bash",
+          std::string(RINGTRAIN_SOURCE_DIR) + "/tools/local-ring",
+          std::to_string(peers),
+          "--base-port",
+          std::to_string(base_port),
+          "--timeout",
+          std::to_string(timeout_s - 10),
+          "--"};
+}
+
 }  // namespace rt::integration

@@ -22,12 +22,11 @@
 
 namespace {
 
+using rt::integration::LocalRingArgv;
 using rt::integration::ReadFile;
 using rt::integration::RunCommand;
 using rt::integration::RunResult;
 using rt::integration::TempDir;
-
-const std::string kLocalRing = std::string(RINGTRAIN_SOURCE_DIR) + "/tools/local-ring";
 
 // Synthetic data: a repeating pattern with noise, vocab 50, 3 source bytes per token.
 void WriteData(const std::string& dir, size_t train_n = 20000, size_t val_n = 800) {
@@ -77,14 +76,7 @@ std::vector<std::string> Lines(const std::string& text) {
 // tools/local-ring N -- <args> --wait=30, bounded by `timeout_s`.
 RunResult LocalRing(const TempDir& tmp, int peers, int base_port,
                     const std::vector<std::string>& args, int timeout_s = 150) {
-  std::vector<std::string> argv = {"/bin/bash",
-                                   kLocalRing,
-                                   std::to_string(peers),
-                                   "--base-port",
-                                   std::to_string(base_port),
-                                   "--timeout",
-                                   std::to_string(timeout_s - 10),
-                                   "--"};
+  std::vector<std::string> argv = LocalRingArgv(peers, base_port, timeout_s);
   argv.insert(argv.end(), args.begin(), args.end());
   argv.push_back("--wait=30");
   return RunCommand(argv, tmp.path(), timeout_s,
