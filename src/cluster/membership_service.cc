@@ -38,6 +38,12 @@ struct MembershipService::OutLink {
   std::deque<std::pair<int64_t, Envelope>> queued;  // (ms, envelope) sent while no link was up
 };
 
+struct MembershipService::InLink {
+  std::thread thread;
+  std::atomic<bool> stop{false};  // the slot was removed
+  std::atomic<bool> done{false};  // the thread is about to return
+};
+
 MembershipService::MembershipService(MembershipServiceOptions options)
     : options_(std::move(options)), node_(options_.node) {}
 
@@ -54,13 +60,16 @@ absl::StatusOr<std::unique_ptr<MembershipService>> MembershipService::Start(
                         options.peer_timeout_ms, options.heartbeat_interval_ms));
   }
   std::unique_ptr<MembershipService> s(new MembershipService(std::move(options)));
-  const auto& hosts = s->node_->options().hosts;
-  for (const auto& h : hosts) s->node_peers_.push_back(h.Endpoint());
-  s->self_ = s->node_peers_[s->node_->self_rank()];
+  const int slots = s->node_->num_hosts();
+  for (int r = 0; r < slots; ++r) {
+    s->node_peers_.push_back(s->node_->Host(r).Endpoint());
+    if (s->node_->IsActive(r)) s->node_hosts_.push_back(s->node_peers_.back());
+  }
+  s->self_ = s->node_->self_endpoint();
 
   MembershipConfig c;
   c.self = s->self_;
-  c.hosts = s->node_peers_;
+  c.hosts = s->node_hosts_;
   c.min_peers = s->options_.min_peers;
   c.peer_timeout_ms = s->options_.peer_timeout_ms;
   c.heartbeat_interval_ms = s->options_.heartbeat_interval_ms;
@@ -69,18 +78,20 @@ absl::StatusOr<std::unique_ptr<MembershipService>> MembershipService::Start(
   c.initial_epoch = s->options_.initial_epoch;
   c.initial_state = s->options_.initial_state;
   s->membership_ = std::make_unique<Membership>(c, NowMs());
-  s->out_.resize(hosts.size());
-  for (size_t r = 0; r < hosts.size(); ++r) {
-    if (static_cast<int>(r) != s->node_->self_rank()) s->out_[r] = std::make_unique<OutLink>();
-  }
+  s->out_.resize(slots);
+  s->in_.resize(slots);
   {
     std::lock_guard<std::mutex> lock(s->mu_);
     s->agreed_hosts_ = s->membership_->agreed_hosts();
   }
   MembershipService* raw = s.get();
-  for (size_t r = 0; r < hosts.size(); ++r) {
-    if (static_cast<int>(r) == s->node_->self_rank()) continue;
-    s->receivers_.emplace_back([raw, r] { raw->ReceiveLoop(static_cast<int>(r)); });
+  for (int r = 0; r < slots; ++r) {
+    if (r == s->node_->self_rank() || !s->node_->IsActive(r)) continue;
+    s->out_[r] = std::make_unique<OutLink>();
+    s->in_[r] = std::make_unique<InLink>();
+    InLink* in = s->in_[r].get();
+    const PeerId peer = s->node_peers_[r];
+    in->thread = std::thread([raw, r, peer, in] { raw->ReceiveLoop(r, peer, in); });
   }
   s->control_thread_ = std::thread([raw] { raw->ControlLoop(); });
   return s;
@@ -99,9 +110,14 @@ void MembershipService::Stop() {
   }
   cv_.notify_all();
   state_cv_.notify_all();
-  for (auto& t : receivers_) t.join();
-  receivers_.clear();
+  // The control thread first: it starts receivers for new hosts.
   if (control_thread_.joinable()) control_thread_.join();
+  for (auto* list : {&in_, &retired_}) {
+    for (auto& in : *list) {
+      if (in && in->thread.joinable()) in->thread.join();
+    }
+    list->clear();
+  }
   for (auto& o : out_) {
     if (!o) continue;
     if (o->dialing) o->dialing->Cancel();
@@ -177,12 +193,7 @@ absl::Status MembershipService::HostsFileChanged(const std::string& path) {
   if (!hosts.ok()) return hosts.status();
   std::vector<PeerId> ids;
   for (const auto& h : *hosts) ids.push_back(h.Endpoint());
-  for (const auto& id : ids) {
-    if (RankOfPeer(id) < 0) {
-      LogWarning("hosts file %s adds %s, which this process cannot link to until it restarts", path,
-                 id);
-    }
-  }
+  LogInfo("re-read hosts file %s: %d entries [%s]", path, ids.size(), Names(ids));
   HostsChanged(std::move(ids));
   return absl::OkStatus();
 }
@@ -201,8 +212,13 @@ bool MembershipService::Blocked(const PeerId& peer) const {
 }
 
 int MembershipService::RankOfPeer(const PeerId& peer) const {
-  auto it = std::find(node_peers_.begin(), node_peers_.end(), peer);
-  return it == node_peers_.end() ? -1 : static_cast<int>(it - node_peers_.begin());
+  for (size_t r = 0; r < node_peers_.size(); ++r) {
+    if (node_peers_[r] != peer) continue;
+    if (static_cast<int>(r) == node_->self_rank() || (r < out_.size() && out_[r])) {
+      return static_cast<int>(r);
+    }
+  }
+  return -1;
 }
 
 void MembershipService::Post(Event e) {
@@ -219,19 +235,20 @@ void MembershipService::Post(Event e) {
 // One thread per peer: holds the newest link the peer dialled to us and turns its
 // frames into events. A newer link from the same peer (it reconnected) replaces the
 // current one; a failing current link is reported once as broken.
-void MembershipService::ReceiveLoop(int rank) {
-  const PeerId peer = node_peers_[rank];
+void MembershipService::ReceiveLoop(int rank, PeerId peer, InLink* in) {
   const std::string where = "control link from " + peer;
   std::unique_ptr<net::Link> cur;
   auto arm = [&] { return node_->AcceptFrom(rank, options_.channel, absl::Now() + kAcceptSpan); };
   std::shared_ptr<net::PendingLink> next = arm();
   std::vector<uint8_t> bytes;
-  while (!stop_.load()) {
+  while (!stop_.load() && !in->stop.load()) {
     if (next->Wait(cur ? absl::ZeroDuration() : kReceivePoll)) {
       absl::StatusOr<std::unique_ptr<net::Link>> link = next->Take();
       if (link.ok()) {
         cur = *std::move(link);  // the old link (if any) closes
         Post(Event{Event::kPeerConnected, {}, peer, {}, {}, {}});
+      } else if (!cur) {
+        absl::SleepFor(kReceivePoll);  // e.g. the slot is being removed: no busy loop
       }
       next = arm();
       continue;
@@ -260,6 +277,7 @@ void MembershipService::ReceiveLoop(int rank) {
     if (!Blocked(peer)) Post(Event{Event::kLinkBroken, {}, peer, {}, {}, {}});
   }
   next->Cancel();
+  in->done.store(true);
 }
 
 // ---------------------------------------------------------------- control thread
@@ -286,6 +304,64 @@ void MembershipService::ControlLoop() {
       next_tick = now + tick_ms;
     }
     Drain(now);
+    SyncHosts();
+  }
+}
+
+void MembershipService::SyncHosts() {
+  const Membership& m = *membership_;
+  std::vector<PeerId> want = m.agreed_hosts();
+  auto add = [&](const PeerId& p) {
+    if (std::find(want.begin(), want.end(), p) == want.end()) want.push_back(p);
+  };
+  for (const PeerId& p : m.view().members) add(p);
+  add(self_);
+  if (want == node_hosts_) return;
+  std::vector<net::HostEntry> entries;
+  for (const PeerId& p : want) {
+    // Peer ids are numeric endpoints: parsing them resolves nothing.
+    absl::StatusOr<std::vector<net::HostEntry>> e = net::ParseHostsText(p, "peer id " + p);
+    if (!e.ok()) {
+      LogWarning("cannot link to %s: %s", p, std::string(e.status().message()));
+      continue;
+    }
+    entries.push_back(e->front());
+  }
+  // Receivers of removed peers stop before the node fails their waits.
+  for (size_t r = 0; r < node_peers_.size(); ++r) {
+    if (!out_[r] || std::find(want.begin(), want.end(), node_peers_[r]) != want.end()) continue;
+    LogInfo("dropping the control links of %s: no longer in the agreed hosts file or the view",
+            node_peers_[r]);
+    if (out_[r]->dialing) out_[r]->dialing->Cancel();
+    out_[r].reset();
+    in_[r]->stop.store(true);
+    retired_.push_back(std::move(in_[r]));
+  }
+  absl::Status st = node_->SetHosts(entries);
+  if (!st.ok()) LogWarning("cannot change the host list: %s", std::string(st.message()));
+  node_hosts_ = std::move(want);
+  const int slots = node_->num_hosts();
+  node_peers_.resize(slots);
+  out_.resize(slots);
+  in_.resize(slots);
+  for (int r = 0; r < slots; ++r) {
+    node_peers_[r] = node_->Host(r).Endpoint();
+    if (r == node_->self_rank() || out_[r] || !node_->IsActive(r)) continue;
+    LogInfo("linking to %s (agreed hosts file)", node_peers_[r]);
+    out_[r] = std::make_unique<OutLink>();
+    in_[r] = std::make_unique<InLink>();
+    InLink* in = in_[r].get();
+    const PeerId peer = node_peers_[r];
+    in->thread = std::thread([this, r, peer, in] { ReceiveLoop(r, peer, in); });
+  }
+  // Join receivers that have ended.
+  for (auto it = retired_.begin(); it != retired_.end();) {
+    if (!(*it)->done.load()) {
+      ++it;
+      continue;
+    }
+    (*it)->thread.join();
+    it = retired_.erase(it);
   }
 }
 
@@ -301,7 +377,8 @@ void MembershipService::Apply(const Event& e, int64_t now_ms) {
     case Event::kPeerConnected: {
       // The peer (re)started and dialled us: dial it back now rather than when the
       // backoff of the running attempt (up to 1 s) next fires.
-      OutLink* o = out_[RankOfPeer(e.peer)].get();
+      const int rank = RankOfPeer(e.peer);
+      OutLink* o = rank >= 0 ? out_[rank].get() : nullptr;
       if (o && !o->link && o->dialing && now_ms - o->dial_started_ms > 100) {
         o->dialing->Cancel();
         o->dialing.reset();

@@ -17,10 +17,15 @@
 // optional on_decision callback (called on the control thread: keep it short, e.g.
 // abort the collective in flight on kStopTraining).
 //
+// Hosts-file edits (issue 6 item 7): the service keeps the node's host list
+// (TcpNode::SetHosts) equal to the agreed hosts file plus the members of the
+// installed view plus self. So a new entry is linked (and can join) once every view
+// member reports the same edited file, never before: until then the node refuses it.
+// A removed entry keeps its links while it is still a view member (it leaves at a
+// step boundary) and loses them once a view without it is installed. Control links
+// and receivers follow the node's slots (TcpNode ranks are stable slots).
+//
 // Thread-safety: every public method may be called from any thread.
-// Limitation: peers are the ranks of node->options().hosts; an edited hosts file may
-// drop entries (and quorum follows it), but entries the node does not know cannot be
-// linked until net::TcpNode can change its host list.
 #pragma once
 
 #include <atomic>
@@ -136,7 +141,11 @@ class MembershipService {
   explicit MembershipService(MembershipServiceOptions options);
   void Post(Event e);
   void ControlLoop();
-  void ReceiveLoop(int rank);
+  struct InLink;
+  void ReceiveLoop(int rank, PeerId peer, InLink* in);
+  // Keeps the node's host list = agreed hosts + view members + self, and the
+  // control links and receivers = the node's active slots. Control thread only.
+  void SyncHosts();
   void Apply(const Event& e, int64_t now_ms);
   void PumpLinks(int64_t now_ms);
   void SendOut(const Outgoing& o, int64_t now_ms);
@@ -148,16 +157,18 @@ class MembershipService {
   MembershipServiceOptions options_;
   std::shared_ptr<net::TcpNode> node_;
   PeerId self_;
-  std::vector<PeerId> node_peers_;  // node rank -> endpoint
 
-  // Control thread only.
+  // Control thread only (and Stop() after the control thread ended).
+  std::vector<PeerId> node_peers_;  // node slot -> endpoint
   std::unique_ptr<Membership> membership_;
-  std::vector<std::unique_ptr<OutLink>> out_;  // by node rank (null for self)
+  std::vector<std::unique_ptr<OutLink>> out_;     // by node slot (null: self or inactive)
+  std::vector<std::unique_ptr<InLink>> in_;       // by node slot (null: self or inactive)
+  std::vector<std::unique_ptr<InLink>> retired_;  // receivers of removed slots, ending
+  std::vector<PeerId> node_hosts_;                // what SetHosts was last given
   View last_logged_view_;
 
   std::atomic<bool> stop_{false};
   std::thread control_thread_;
-  std::vector<std::thread> receivers_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;        // events for the control thread

@@ -90,6 +90,7 @@ std::vector<uint8_t> EncodeHello(const Hello& h) {
   w.U8(h.dialer ? 1 : 0);
   w.Bytes(h.nonce.data(), h.nonce.size());
   w.Str(h.cluster_id);
+  w.Str(h.endpoint);
   return w.Take();
 }
 
@@ -106,8 +107,8 @@ absl::StatusOr<Hello> DecodeHello(absl::Span<const uint8_t> bytes, const std::st
         peer, h.version, kHandshakeVersion));
   }
   if (!r.U32(&rank) || !r.U64(&h.channel) || !r.U8(&dialer) ||
-      !r.Bytes(h.nonce.data(), h.nonce.size()) || !r.Str(&h.cluster_id, kMaxString) || !r.AtEnd() ||
-      dialer > 1) {
+      !r.Bytes(h.nonce.data(), h.nonce.size()) || !r.Str(&h.cluster_id, kMaxString) ||
+      !r.Str(&h.endpoint, 300) || !r.AtEnd() || dialer > 1) {
     return absl::DataLossError("malformed hello from " + peer);
   }
   h.rank = static_cast<int32_t>(rank);

@@ -1,7 +1,10 @@
 // Handshake messages: who is talking, proof of the shared secret, cluster fingerprint.
 //
 // Both ends of a new connection run the same three steps (each a frame, see frame.h):
-//   1. hello:       handshake version, cluster id, rank, channel, role, 32-byte random nonce;
+//   1. hello:       handshake version, cluster id, rank, channel, role, 32-byte random nonce,
+//                   and the sender's own hosts-file endpoint ("10.0.0.2:29500"): peers are
+//                   identified by endpoint (the proof covers it), so hosts files may grow
+//                   at run time and ranks may differ between files;
 //   2. proof:       HMAC-SHA256(secret, "ringtrain-auth-v1" | prover role | dialer hello |
 //                   acceptor hello) — fresh (both nonces) and not reflectable (role);
 //   3. fingerprint: the caller's (key, value) list (model config, optimizer, data, ...),
@@ -24,7 +27,7 @@
 
 namespace rt::net {
 
-inline constexpr uint16_t kHandshakeVersion = 1;
+inline constexpr uint16_t kHandshakeVersion = 2;  // 2: hello carries the endpoint
 using Nonce = std::array<uint8_t, 32>;
 using Proof = std::array<uint8_t, 32>;
 // Ordered (key, value) pairs; keys unique.
@@ -33,7 +36,8 @@ using Fingerprint = std::vector<std::pair<std::string, std::string>>;
 struct Hello {
   uint16_t version = kHandshakeVersion;
   std::string cluster_id;
-  int32_t rank = -1;
+  int32_t rank = -1;     // the sender's rank in its own hosts file (informational)
+  std::string endpoint;  // the sender's hosts-file entry, HostEntry::Endpoint()
   uint64_t channel = 0;  // which link this is (e.g. a ring id), chosen by the dialer
   bool dialer = false;
   Nonce nonce{};

@@ -8,9 +8,12 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <set>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "core/log.h"
 
 namespace rt::net {
@@ -53,6 +56,10 @@ std::string EndpointString(const tcp::endpoint& ep) {
 bool IsFatal(const absl::Status& s) {
   return absl::IsFailedPrecondition(s) || absl::IsPermissionDenied(s);
 }
+
+// In the reason an acceptor sends to a dialer it does not list: the dialer keeps
+// retrying (the acceptor may list it once its edited hosts file is agreed).
+constexpr char kNotListed[] = "is not in the hosts list of";
 
 }  // namespace
 
@@ -125,8 +132,10 @@ bool PendingLink::done() const {
 // operations keep it alive, and no reference cycle outlives a failed handshake.
 struct Handshake : std::enable_shared_from_this<Handshake> {
   // peer_rank is -1 if the peer's hello never arrived; authenticated = proof verified.
+  // claimed_endpoint: the endpoint the peer's hello named ("" if none arrived).
   using Done = std::function<void(const absl::Status&, const std::shared_ptr<TcpConnection>&,
-                                  int peer_rank, uint64_t channel, bool authenticated)>;
+                                  int peer_rank, uint64_t channel, bool authenticated,
+                                  const std::string& claimed_endpoint)>;
   enum class State { kHello, kProof, kFingerprint, kDone };
 
   Handshake(const TcpNode& node, const std::shared_ptr<TcpConnection>& c, bool is_dialer,
@@ -135,6 +144,7 @@ struct Handshake : std::enable_shared_from_this<Handshake> {
         weak_conn(c),
         dialer(is_dialer),
         expected_rank(expected),
+        expected_endpoint(is_dialer ? node.Host(expected).Endpoint() : std::string()),
         channel(chan),
         timer(c->socket().get_executor()),
         done(std::move(on_done)) {}
@@ -143,6 +153,7 @@ struct Handshake : std::enable_shared_from_this<Handshake> {
     Hello hello;
     hello.cluster_id = node.options().cluster_id;
     hello.rank = node.self_rank();
+    hello.endpoint = node.self_endpoint();
     hello.channel = channel;
     hello.dialer = dialer;
     hello.nonce = RandomNonce();
@@ -186,10 +197,10 @@ struct Handshake : std::enable_shared_from_this<Handshake> {
     if (state == State::kHello) {
       absl::StatusOr<Hello> hello = DecodeHello(payload, peer);
       if (!hello.ok()) return Refuse(conn, hello.status(), std::string(hello.status().message()));
-      // Known before the checks so that a refusal is attributed to the claimed rank.
-      if (hello->rank >= 0 && hello->rank < node.num_hosts() && hello->rank != node.self_rank()) {
-        peer_rank = hello->rank;
-      }
+      claimed_endpoint = hello->endpoint;
+      const int known = hello->endpoint == node.self_endpoint() ? -1 : node.RankOf(hello->endpoint);
+      // Known before the checks so that a refusal is attributed to the claimed peer.
+      if (known >= 0) peer_rank = known;
       if (hello->cluster_id != opt.cluster_id) {
         return Refuse(conn,
                       absl::FailedPreconditionError(
@@ -202,23 +213,29 @@ struct Handshake : std::enable_shared_from_this<Handshake> {
         return Refuse(conn, absl::DataLossError(peer + " sent a hello with the wrong role"),
                       "protocol error");
       }
-      if (dialer && hello->rank != expected_rank) {
-        return Refuse(conn,
-                      absl::FailedPreconditionError(absl::StrFormat(
-                          "%s answered as rank %d: do the hosts files differ between peers?", peer,
-                          hello->rank)),
-                      absl::StrFormat("you answered as rank %d, I dialed rank %d", hello->rank,
-                                      expected_rank));
+      if (dialer && hello->endpoint != expected_endpoint) {
+        return Refuse(
+            conn,
+            absl::FailedPreconditionError(
+                absl::StrFormat("%s answered as %s (rank %d of its hosts file): do the hosts files "
+                                "differ between peers?",
+                                peer, hello->endpoint, hello->rank)),
+            absl::StrFormat("you answered as %s, I dialed %s", hello->endpoint, expected_endpoint));
       }
-      if (hello->rank < 0 || hello->rank >= node.num_hosts() || hello->rank == node.self_rank()) {
+      if (!dialer && hello->endpoint == node.self_endpoint()) {
         return Refuse(conn,
                       absl::InvalidArgumentError(absl::StrFormat(
-                          "%s claims rank %d, but the hosts file has ranks 0..%d and this peer "
-                          "is rank %d",
-                          peer, hello->rank, node.num_hosts() - 1, node.self_rank())),
-                      "bad rank");
+                          "%s claims this peer's own endpoint %s", peer, hello->endpoint)),
+                      "you claim my endpoint");
       }
-      peer_rank = hello->rank;
+      if (!dialer && known < 0) {
+        // Unlisted: refused before the proof, so nothing is learned either way.
+        const std::string why = absl::StrFormat(
+            "%s %s %s: copy the edited hosts file to every peer and signal them (SIGHUP)",
+            hello->endpoint, kNotListed, node.self_endpoint());
+        return Refuse(conn, absl::UnavailableError(peer + " claims to be " + why), why);
+      }
+      peer_rank = dialer ? expected_rank : known;
       if (!dialer) channel = hello->channel;
       peer_hello = std::move(payload);
       Proof proof = ComputeProof(opt.secret, dialer, dialer ? my_hello : peer_hello,
@@ -264,13 +281,15 @@ struct Handshake : std::enable_shared_from_this<Handshake> {
     asio::error_code ignored;
     timer.cancel();
     Done d = std::move(done);
-    d(st, st.ok() ? conn : nullptr, peer_rank, channel, authenticated);
+    d(st, st.ok() ? conn : nullptr, peer_rank, channel, authenticated, claimed_endpoint);
   }
 
   const TcpNode& node;
   std::weak_ptr<TcpConnection> weak_conn;
   bool dialer;
   int expected_rank;
+  std::string expected_endpoint;  // dialer: the endpoint of expected_rank
+  std::string claimed_endpoint;
   uint64_t channel;
   asio::steady_timer timer;
   Done done;
@@ -302,7 +321,16 @@ struct TcpNode::Impl {
   std::mutex mu;
   std::map<std::pair<int, uint64_t>, std::shared_ptr<PendingLink>> waiting;    // AcceptFrom
   std::map<std::pair<int, uint64_t>, std::shared_ptr<TcpConnection>> arrived;  // not yet claimed
-  std::map<int, std::string> refusals;  // rank -> why its last attempt was refused
+  std::map<int, std::string> refusals;    // rank -> why its last attempt was refused
+  std::set<std::string> unlisted_warned;  // unlisted endpoints already logged as warnings
+
+  // The slot table (see tcp_node.h). Leaf lock: never held while taking `mu`.
+  struct Slot {
+    HostEntry host;
+    bool active = true;
+  };
+  mutable std::mutex hosts_mu;
+  std::vector<Slot> slots;
 };
 
 // One outgoing connection attempt sequence, retried with backoff until the deadline.
@@ -326,7 +354,12 @@ struct Dial : std::enable_shared_from_this<Dial> {
       return;
     }
     ++attempts;
-    const HostEntry& host = node->options().hosts[rank];
+    if (!node->IsActive(rank)) {
+      pending->Fulfil(absl::UnavailableError(node->PeerName(rank) +
+                                             " was removed from this peer's hosts list"));
+      return;
+    }
+    const HostEntry host = node->Host(rank);
     asio::error_code ec;
     tcp::endpoint ep(asio::ip::make_address(host.address, ec), host.port);
     if (ec) {
@@ -360,13 +393,14 @@ struct Dial : std::enable_shared_from_this<Dial> {
     auto self = shared_from_this();
     auto hs = std::make_shared<Handshake>(
         *node, conn, /*is_dialer=*/true, rank, channel,
-        [self](const absl::Status& st, const std::shared_ptr<TcpConnection>& c, int, uint64_t,
-               bool) {
+        [self](const absl::Status& st, const std::shared_ptr<TcpConnection>& c, int, uint64_t, bool,
+               const std::string&) {
           if (st.ok()) {
             if (!self->pending->Fulfil(c)) c->Close();
             return;
           }
-          if (IsFatal(st)) {
+          // Not listed (yet) by the acceptor: it may be once its hosts file is agreed.
+          if (IsFatal(st) && !absl::StrContains(st.message(), kNotListed)) {
             LogError("%s", std::string(st.message()));
             self->pending->Fulfil(st);
             return;
@@ -404,7 +438,10 @@ struct Dial : std::enable_shared_from_this<Dial> {
 
 TcpNode::TcpNode(TcpNodeOptions options)
     : options_(std::move(options)),
-      impl_(std::make_unique<Impl>(std::max(1, options_.io_threads))) {}
+      self_endpoint_(options_.hosts[options_.self_rank].Endpoint()),
+      impl_(std::make_unique<Impl>(std::max(1, options_.io_threads))) {
+  for (const HostEntry& h : options_.hosts) impl_->slots.push_back({h, true});
+}
 
 TcpNode::~TcpNode() {
   for (auto& g : impl_->guards) g.reset();
@@ -425,8 +462,124 @@ std::string TcpNode::RefusalFor(int rank) const {
 }
 
 std::string TcpNode::PeerName(int rank) const {
-  if (rank < 0 || rank >= num_hosts()) return absl::StrFormat("rank %d", rank);
-  return absl::StrFormat("rank %d (%s)", rank, options_.hosts[rank].Endpoint());
+  std::lock_guard<std::mutex> lock(impl_->hosts_mu);
+  if (rank < 0 || rank >= static_cast<int>(impl_->slots.size())) {
+    return absl::StrFormat("rank %d", rank);
+  }
+  return absl::StrFormat("rank %d (%s)", rank, impl_->slots[rank].host.Endpoint());
+}
+
+int TcpNode::num_hosts() const {
+  std::lock_guard<std::mutex> lock(impl_->hosts_mu);
+  return static_cast<int>(impl_->slots.size());
+}
+
+int TcpNode::RankOf(const std::string& endpoint) const {
+  std::lock_guard<std::mutex> lock(impl_->hosts_mu);
+  for (size_t i = 0; i < impl_->slots.size(); ++i) {
+    if (impl_->slots[i].active && impl_->slots[i].host.Endpoint() == endpoint) {
+      return static_cast<int>(i);
+    }
+  }
+  return -1;
+}
+
+bool TcpNode::IsActive(int rank) const {
+  std::lock_guard<std::mutex> lock(impl_->hosts_mu);
+  return rank >= 0 && rank < static_cast<int>(impl_->slots.size()) && impl_->slots[rank].active;
+}
+
+HostEntry TcpNode::Host(int rank) const {
+  std::lock_guard<std::mutex> lock(impl_->hosts_mu);
+  if (rank < 0 || rank >= static_cast<int>(impl_->slots.size())) return HostEntry{};
+  return impl_->slots[rank].host;
+}
+
+std::vector<HostEntry> TcpNode::ActiveHosts() const {
+  std::lock_guard<std::mutex> lock(impl_->hosts_mu);
+  std::vector<HostEntry> out;
+  for (const auto& s : impl_->slots) {
+    if (s.active) out.push_back(s.host);
+  }
+  return out;
+}
+
+absl::Status TcpNode::SetHosts(const std::vector<HostEntry>& hosts) {
+  std::set<std::string> seen;
+  for (const HostEntry& h : hosts) {
+    if (!seen.insert(h.Endpoint()).second) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("the new host list names %s twice", h.Endpoint()));
+    }
+  }
+  if (!seen.count(self_endpoint_)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the new host list must contain this peer's own endpoint %s", self_endpoint_));
+  }
+  if (options_.secret.empty() && !AllLoopback(hosts)) {
+    return absl::FailedPreconditionError(
+        "a shared secret is required unless every host is loopback (--secret-file or "
+        "RINGTRAIN_SECRET): the new host list names a non-loopback host");
+  }
+  std::set<int> removed;
+  std::vector<std::string> added_names, removed_names;
+  {
+    std::lock_guard<std::mutex> lock(impl_->hosts_mu);
+    auto& slots = impl_->slots;
+    for (size_t i = 0; i < slots.size(); ++i) {
+      if (slots[i].active && !seen.count(slots[i].host.Endpoint())) {
+        slots[i].active = false;
+        removed.insert(static_cast<int>(i));
+        removed_names.push_back(slots[i].host.Endpoint());
+      }
+    }
+    for (const HostEntry& h : hosts) {
+      auto it = std::find_if(slots.begin(), slots.end(), [&](const Impl::Slot& s) {
+        return s.host.Endpoint() == h.Endpoint();
+      });
+      if (it == slots.end()) {
+        slots.push_back({h, true});
+        added_names.push_back(h.Endpoint());
+        continue;
+      }
+      if (!it->active) added_names.push_back(h.Endpoint());
+      it->host = h;
+      it->active = true;
+    }
+  }
+  std::vector<std::shared_ptr<PendingLink>> waits;
+  std::vector<std::shared_ptr<TcpConnection>> unclaimed;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    for (auto it = impl_->waiting.begin(); it != impl_->waiting.end();) {
+      if (!removed.count(it->first.first)) {
+        ++it;
+        continue;
+      }
+      waits.push_back(it->second);
+      it = impl_->waiting.erase(it);
+    }
+    for (auto it = impl_->arrived.begin(); it != impl_->arrived.end();) {
+      if (!removed.count(it->first.first)) {
+        ++it;
+        continue;
+      }
+      unclaimed.push_back(it->second);
+      it = impl_->arrived.erase(it);
+    }
+    for (int r : removed) impl_->refusals.erase(r);
+    impl_->unlisted_warned.clear();
+  }
+  for (auto& w : waits) {
+    w->Fulfil(absl::UnavailableError(
+        absl::StrFormat("%s was removed from this peer's hosts list", PeerName(w->peer_rank_))));
+  }
+  for (auto& c : unclaimed) c->Close();
+  if (!added_names.empty() || !removed_names.empty()) {
+    LogInfo("host list changed: added [%s], removed [%s]", absl::StrJoin(added_names, " "),
+            absl::StrJoin(removed_names, " "));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::shared_ptr<TcpNode>> TcpNode::Start(TcpNodeOptions options) {
@@ -510,8 +663,8 @@ void TcpNode::OnIncoming(tcp::socket socket) {
     auto hs = std::make_shared<Handshake>(
         *this, conn, /*is_dialer=*/false, -1, 0,
         [this, from](const absl::Status& st, const std::shared_ptr<TcpConnection>& c, int rank,
-                     uint64_t channel, bool authenticated) {
-          OnHandshakeDone(st, c, rank, channel, authenticated, from);
+                     uint64_t channel, bool authenticated, const std::string& claimed) {
+          OnHandshakeDone(st, c, rank, channel, authenticated, from, claimed);
         });
     hs->Start(conn);
   });
@@ -519,16 +672,28 @@ void TcpNode::OnIncoming(tcp::socket socket) {
 
 void TcpNode::OnHandshakeDone(const absl::Status& st, const std::shared_ptr<TcpConnection>& conn,
                               int rank, uint64_t channel, bool authenticated,
-                              const std::string& from) {
+                              const std::string& from, const std::string& claimed_endpoint) {
   auto key = std::make_pair(rank, channel);
   std::shared_ptr<PendingLink> pending;
-  std::shared_ptr<TcpConnection> replaced;
   std::lock_guard<std::mutex> lock(impl_->mu);
   auto it = impl_->waiting.find(key);
   if (it != impl_->waiting.end()) pending = it->second;
+  if (st.ok() && !IsActive(rank)) {
+    // SetHosts removed the peer while its handshake ran.
+    conn->Close();
+    LogInfo("dropped connection from %s: %s left the hosts list during the handshake", from,
+            claimed_endpoint);
+    return;
+  }
   if (!st.ok()) {
-    LogWarning("refused connection from %s%s: %s", from, authenticated ? "" : " (unauthenticated)",
-               std::string(st.message()));
+    // An unlisted peer retries about once a second: warn once per endpoint.
+    const bool unlisted = rank < 0 && absl::IsUnavailable(st) && !claimed_endpoint.empty();
+    if (!unlisted || impl_->unlisted_warned.insert(claimed_endpoint).second) {
+      LogWarning("refused connection from %s%s: %s", from,
+                 authenticated ? "" : " (unauthenticated)", std::string(st.message()));
+    } else {
+      LogDebug("refused connection from %s: %s", from, std::string(st.message()));
+    }
     if (rank >= 0) {
       impl_->refusals[rank] = std::string(st.message());
       if (pending) {
@@ -558,7 +723,7 @@ std::shared_ptr<PendingLink> TcpNode::ConnectTo(int rank, uint64_t channel, absl
   pending->node_ = weak_from_this();
   pending->peer_rank_ = rank;
   pending->what_ = "connecting to " + PeerName(rank);
-  if (rank < 0 || rank >= num_hosts() || rank == self_rank()) {
+  if (!IsActive(rank) || rank == self_rank()) {
     pending->Fulfil(absl::InvalidArgumentError(absl::StrFormat("cannot connect to rank %d", rank)));
     return pending;
   }
@@ -572,7 +737,7 @@ std::shared_ptr<PendingLink> TcpNode::AcceptFrom(int rank, uint64_t channel, abs
   pending->node_ = weak_from_this();
   pending->peer_rank_ = rank;
   pending->what_ = "waiting for " + PeerName(rank) + " to connect";
-  if (rank < 0 || rank >= num_hosts() || rank == self_rank()) {
+  if (!IsActive(rank) || rank == self_rank()) {
     pending->Fulfil(
         absl::InvalidArgumentError(absl::StrFormat("cannot accept from rank %d", rank)));
     return pending;
@@ -580,6 +745,10 @@ std::shared_ptr<PendingLink> TcpNode::AcceptFrom(int rank, uint64_t channel, abs
   auto key = std::make_pair(rank, channel);
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
+    if (!IsActive(rank)) {  // SetHosts removed it just now
+      pending->Fulfil(absl::UnavailableError(PeerName(rank) + " is not in the hosts list"));
+      return pending;
+    }
     auto it = impl_->arrived.find(key);
     if (it != impl_->arrived.end()) {
       pending->Fulfil(it->second);

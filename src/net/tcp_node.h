@@ -11,6 +11,17 @@
 // Strangers (garbage, wrong secret, timeouts) are logged and dropped; they never
 // disturb other links.
 //
+// Identity and the run-time host list (issue 6 item 7): a peer is identified by the
+// endpoint its hello names (its own hosts-file entry, HostEntry::Endpoint(); covered
+// by the HMAC proof), not by its rank in its own file. A connection is accepted only
+// from an endpoint in this node's current host list; others are refused (the dialer
+// keeps retrying: the peer may list it soon). Node ranks are *slots*, stable for the
+// node's life: the start list fills slots 0..n-1 in hosts-file order; SetHosts keeps
+// the slot of every endpoint it still names, appends new endpoints as new slots and
+// deactivates the rest (a re-added endpoint gets its old slot back). ConnectTo and
+// AcceptFrom take slots; a slot that is deactivated fails its dials and waits at once.
+// Established links are not closed by SetHosts: their owners drop them.
+//
 // Threads: `io_threads` Asio threads (dialed connections on the first, accepted ones
 // on the last, so a ring's send and receive streams run in parallel). Public methods
 // are thread-safe. Links keep their node alive; the node stops its threads when the
@@ -108,10 +119,26 @@ class TcpNode : public std::enable_shared_from_this<TcpNode> {
   std::shared_ptr<PendingLink> ConnectTo(int rank, uint64_t channel, absl::Time deadline);
   std::shared_ptr<PendingLink> AcceptFrom(int rank, uint64_t channel, absl::Time deadline);
 
+  // options().hosts is the START list; the current one is ActiveHosts().
   const TcpNodeOptions& options() const { return options_; }
   int self_rank() const { return options_.self_rank; }
-  int num_hosts() const { return static_cast<int>(options_.hosts.size()); }
+  const std::string& self_endpoint() const { return self_endpoint_; }
+  // Number of slots (active or not); only grows.
+  int num_hosts() const;
   std::string PeerName(int rank) const;  // "rank 2 (10.0.0.3:29500)"
+
+  // Replaces the host list (see the file comment). `hosts` must name this node's own
+  // endpoint and no endpoint twice; without a secret every host must be loopback.
+  // Pending dials and waits of deactivated slots fail (Unavailable), unclaimed
+  // connections from them close. Errors change nothing.
+  absl::Status SetHosts(const std::vector<HostEntry>& hosts);
+  // The active slot of `endpoint` ("10.0.0.2:29500"), or -1.
+  int RankOf(const std::string& endpoint) const;
+  bool IsActive(int rank) const;
+  // The entry of a slot (active or not); a default entry if out of range.
+  HostEntry Host(int rank) const;
+  // The active entries in slot order.
+  std::vector<HostEntry> ActiveHosts() const;
   uint16_t listen_port() const { return listen_port_; }
   // Why the last incoming connection claiming `rank` was refused ("" if none was).
   std::string RefusalFor(int rank) const;
@@ -123,9 +150,11 @@ class TcpNode : public std::enable_shared_from_this<TcpNode> {
   void AcceptNext();
   void OnIncoming(asio::ip::tcp::socket socket);
   void OnHandshakeDone(const absl::Status& st, const std::shared_ptr<TcpConnection>& conn, int rank,
-                       uint64_t channel, bool authenticated, const std::string& from);
+                       uint64_t channel, bool authenticated, const std::string& from,
+                       const std::string& claimed_endpoint);
 
   TcpNodeOptions options_;
+  std::string self_endpoint_;
   uint16_t listen_port_ = 0;
   std::unique_ptr<Impl> impl_;
   friend struct Dial;

@@ -1,12 +1,15 @@
 // MembershipService over real loopback sockets: forming a view, a peer killed (its
 // sockets close) or gone silent, the leader killed, a restart rejoining, a clean
-// leave, a 2+2 partition pausing both sides. Each scenario is bounded to seconds.
+// leave, a 2+2 partition pausing both sides, hosts-file edits (a new entry joins,
+// a removed one leaves, disagreeing files change nothing). Each scenario is bounded
+// to seconds.
 #include "cluster/membership_service.h"
 
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -38,6 +41,27 @@ double MsUntilNewView(LoopbackCluster& c, const std::vector<int>& who, uint64_t 
     absl::SleepFor(absl::Milliseconds(1));
   }
   return -1;
+}
+
+// The simulated trainer: the members of peer `lead`'s installed view take a step every
+// 10 ms while they train together (admissions happen at step boundaries), until
+// done() or the timeout. True if done() held.
+bool DriveSteps(LoopbackCluster& c, int lead, int64_t* step, const std::function<bool()>& done,
+                absl::Duration timeout) {
+  const absl::Time end = absl::Now() + timeout;
+  while (!done() && absl::Now() < end) {
+    const View v = c.S(lead).view();
+    std::vector<int> members;
+    for (int i = 0; i < c.size(); ++i) {
+      if (c.Live(i) && v.Contains(c.Id(i))) members.push_back(i);
+    }
+    if (!members.empty() && c.TrainingTogether(members)) {
+      ++*step;
+      for (int i : members) c.S(i).StepCompleted({v.epoch, *step});
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return done();
 }
 
 TEST_CASE("ring channels differ between views, also of the same epoch") {
@@ -242,6 +266,117 @@ TEST_CASE("a bad hosts file is refused with its error and changes nothing") {
   CHECK_FALSE(st.ok());
   CHECK(st.message().find("ringtrain-hosts") != std::string::npos);
   CHECK(c.S(0).agreed_hosts() == std::vector<PeerId>{c.Id(0)});
+}
+
+TEST_CASE("hosts-file growth: a new entry in every file joins with state -- removed, it leaves") {
+  LoopbackCluster c(4);
+  c.SetStartFile({0, 1, 2});
+  for (int i = 0; i < 3; ++i) c.Start(i);
+  REQUIRE_MESSAGE(c.WaitTrainingTogether({0, 1, 2}, Bound(5)), c.Dump());
+  const uint64_t e1 = c.S(0).view().epoch;
+  int64_t step = 0;
+  for (int i = 0; i < 3; ++i) c.S(i).HostsChanged(c.Ids({0, 1, 2, 3}));
+  c.SetStartFile({0, 1, 2, 3});
+  Stopwatch join;
+  c.Start(3, {0, -1});
+  REQUIRE_MESSAGE(DriveSteps(
+                      c, 0, &step,
+                      [&] {
+                        return c.TrainingTogether({0, 1, 2, 3});
+                      },
+                      Bound(8)),
+                  c.Dump());
+  MESSAGE("new hosts-file entry admitted (10 ms steps) in " << join.ElapsedMs() << " ms");
+  CHECK(c.S(3).view().epoch > e1);
+  CHECK(c.S(0).agreed_hosts() == c.Ids({0, 1, 2, 3}));
+  CHECK(c.Node(0)->RankOf(c.Id(3)) == 3);  // a new slot of the node started with 3 hosts
+  // The admitting view orders a fetch from a member; the state crosses the new link.
+  std::optional<Decision> joined;
+  while (auto d = c.S(3).NextDecision(absl::ZeroDuration())) {
+    if (d->kind == Decision::kInstallView && !joined) joined = d;
+  }
+  REQUIRE(joined.has_value());
+  CHECK(joined->need_state);
+  const int source = RankOf(c.Ids({0, 1, 2}), joined->agreement.source);
+  REQUIRE(source >= 0);
+  const std::vector<uint8_t> weights(50000, 3);
+  StateSource src{joined->agreement.resume, {{"params", weights}}};
+  const uint64_t channel = StateChannel(joined->view.epoch) ^ 0x99;
+  absl::Status served;
+  std::thread server(
+      [&] { served = ServeState(c.Node(source), c.Node(source)->RankOf(c.Id(3)), channel, src); });
+  auto got = FetchState(c.Node(3), c.Node(3)->RankOf(joined->agreement.source), channel,
+                        joined->agreement.resume);
+  server.join();
+  REQUIRE_MESSAGE(got.ok(), got.status().ToString());
+  CHECK(served.ok());
+  CHECK(got->Find("params")->bytes == weights);
+  c.S(3).SetState(got->version);
+
+  // Shrinking: the entry is removed from every copy (its own too). It leaves at a
+  // step boundary and its links are dropped.
+  const uint64_t e2 = c.S(0).view().epoch;
+  for (int i = 0; i < 4; ++i) c.S(i).HostsChanged(c.Ids({0, 1, 2}));
+  REQUIRE_MESSAGE(DriveSteps(
+                      c, 0, &step,
+                      [&] {
+                        return c.TrainingTogether({0, 1, 2}) && c.S(0).view().epoch > e2 &&
+                               c.S(3).phase() == Membership::Phase::kLeft;
+                      },
+                      Bound(8)),
+                  c.Dump());
+  bool leave = false;
+  while (auto d = c.S(3).NextDecision(absl::ZeroDuration())) leave |= d->kind == Decision::kLeave;
+  CHECK(leave);
+  CHECK_FALSE(c.S(0).view().Contains(c.Id(3)));
+  const absl::Time end = absl::Now() + Bound(2);
+  while (c.Node(0)->RankOf(c.Id(3)) >= 0 && absl::Now() < end) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  CHECK(c.Node(0)->RankOf(c.Id(3)) == -1);
+  // Training goes on without it.
+  const int64_t before = step;
+  DriveSteps(
+      c, 0, &step, [&] { return step >= before + 5; }, Bound(2));
+  CHECK(step >= before + 5);
+  CHECK(c.TrainingTogether({0, 1, 2}));
+}
+
+TEST_CASE("hosts files that disagree keep the last agreed view, then agree and admit") {
+  LoopbackCluster c(4);
+  c.SetStartFile({0, 1, 2});
+  for (int i = 0; i < 3; ++i) c.Start(i);
+  REQUIRE_MESSAGE(c.WaitTrainingTogether({0, 1, 2}, Bound(5)), c.Dump());
+  const View v1 = c.S(0).view();
+  int64_t step = 0;
+  // Only two of three copies were edited.
+  for (int i = 0; i < 2; ++i) c.S(i).HostsChanged(c.Ids({0, 1, 2, 3}));
+  c.SetStartFile({0, 1, 2, 3});
+  c.Start(3, {0, -1});
+  DriveSteps(
+      c, 0, &step, [] { return false; }, absl::Milliseconds(1200));
+  CHECK_MESSAGE(c.TrainingTogether({0, 1, 2}), c.Dump());
+  CHECK(c.S(0).view() == v1);
+  CHECK(step > 10);  // training never stopped
+  CHECK(c.S(0).agreed_hosts() == c.Ids({0, 1, 2}));
+  CHECK(c.Node(0)->RankOf(c.Id(3)) == -1);  // not linked before the file is agreed
+  CHECK_FALSE(c.S(3).CanTrain());
+  bool warned = false;
+  for (int i : {0, 2}) {
+    while (auto d = c.S(i).NextDecision(absl::ZeroDuration())) {
+      warned |= d->kind == Decision::kWarning && d->reason.find("differs") != std::string::npos;
+    }
+  }
+  CHECK(warned);
+  // The last copy is edited: now the file is agreed and the new entry joins.
+  c.S(2).HostsChanged(c.Ids({0, 1, 2, 3}));
+  REQUIRE_MESSAGE(DriveSteps(
+                      c, 0, &step,
+                      [&] {
+                        return c.TrainingTogether({0, 1, 2, 3});
+                      },
+                      Bound(8)),
+                  c.Dump());
 }
 
 // The figures of the report, with the default timeouts of MembershipServiceOptions.

@@ -1,9 +1,11 @@
 // Helpers for socket-level cluster tests: N MembershipServices on loopback nodes in
-// one process, with kill (close every socket), restart and partition (drop traffic).
+// one process, with kill (close every socket), restart and partition (drop traffic),
+// and hosts files that name only some of the cluster's endpoints (growth, shrinking).
 #pragma once
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <memory>
 #include <set>
 #include <string>
@@ -37,7 +39,8 @@ inline net::TcpNodeOptions LoopbackNodeOptions(const std::vector<net::HostEntry>
 
 class LoopbackCluster {
  public:
-  LoopbackCluster(int n, ServiceTimeouts t = {}) : t_(t), hosts_(net::testing::LoopbackHosts(n)) {
+  LoopbackCluster(int n, ServiceTimeouts t = {})
+      : t_(t), hosts_(net::testing::LoopbackHosts(n)), start_file_(hosts_) {
     peers_.resize(n);
   }
   ~LoopbackCluster() {
@@ -47,12 +50,27 @@ class LoopbackCluster {
   int size() const { return static_cast<int>(peers_.size()); }
   const std::vector<net::HostEntry>& hosts() const { return hosts_; }
   PeerId Id(int i) const { return hosts_[i].Endpoint(); }
+  std::vector<PeerId> Ids(const std::vector<int>& who) const {
+    std::vector<PeerId> ids;
+    for (int i : who) ids.push_back(Id(i));
+    return ids;
+  }
+  // The hosts file of the peers started from now on: these entries, in this order
+  // (default: all of the cluster's endpoints).
+  void SetStartFile(const std::vector<int>& who) {
+    start_file_.clear();
+    for (int i : who) start_file_.push_back(hosts_[i]);
+  }
   MembershipService& S(int i) { return *peers_[i].service; }
   const std::shared_ptr<net::TcpNode>& Node(int i) { return peers_[i].node; }
   bool Live(int i) const { return peers_[i].service != nullptr; }
 
   void Start(int i, StateVersion state = {0, 0}) {
-    auto node = net::TcpNode::Start(LoopbackNodeOptions(hosts_, i));
+    auto self = std::find_if(start_file_.begin(), start_file_.end(),
+                             [&](const net::HostEntry& h) { return h.Endpoint() == Id(i); });
+    REQUIRE_MESSAGE(self != start_file_.end(), "peer " << i << " is not in the start file");
+    auto node = net::TcpNode::Start(
+        LoopbackNodeOptions(start_file_, static_cast<int>(self - start_file_.begin())));
     REQUIRE_MESSAGE(node.ok(), node.status().ToString());
     MembershipServiceOptions o;
     o.node = *node;
@@ -131,6 +149,7 @@ class LoopbackCluster {
   };
   ServiceTimeouts t_;
   std::vector<net::HostEntry> hosts_;
+  std::vector<net::HostEntry> start_file_;
   std::vector<Peer> peers_;
 };
 

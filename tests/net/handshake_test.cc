@@ -21,6 +21,7 @@ TEST_CASE("handshake: hello round trip and malformed hello") {
   rt::net::Hello h;
   h.cluster_id = "job-7";
   h.rank = 3;
+  h.endpoint = "[::1]:29503";
   h.channel = 42;
   h.dialer = true;
   h.nonce = rt::net::RandomNonce();
@@ -29,6 +30,7 @@ TEST_CASE("handshake: hello round trip and malformed hello") {
   REQUIRE(back.ok());
   CHECK(back->cluster_id == "job-7");
   CHECK(back->rank == 3);
+  CHECK(back->endpoint == "[::1]:29503");
   CHECK(back->channel == 42);
   CHECK(back->dialer);
   CHECK(back->nonce == h.nonce);
