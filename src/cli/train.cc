@@ -1,5 +1,7 @@
-// `ringtrain train`: flags -> TrainConfig -> [join the ring (--hosts)] -> Trainer::Run
-// (src/train/trainer.h, src/train/ring_gradient_reducer.h).
+// `ringtrain train`: flags -> TrainConfig -> [--hosts: a TcpNode and an elastic ring
+// (src/train/elastic_reducer.h)] -> Trainer::Run (src/train/trainer.h).
+#include <signal.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -11,24 +13,44 @@
 #include "absl/strings/str_format.h"
 #include "cli/common_flags.h"
 #include "cli/subcommand.h"
+#include "cluster/membership_service.h"
 #include "collective/codec_spec.h"
 #include "core/crc32c.h"
 #include "core/log.h"
 #include "core/status_macros.h"
 #include "data/token_dataset.h"
 #include "model/param_layout.h"
+#include "net/handshake.h"
+#include "net/hosts_file.h"
 #include "net/ring_setup.h"
+#include "net/self_identity.h"
+#include "net/tcp_node.h"
+#include "train/elastic_reducer.h"
 #include "train/ring_gradient_reducer.h"
+#include "train/stop_signals.h"
 #include "train/trainer.h"
 
 ABSL_FLAG(int, eval_every, 100, "Evaluate val loss and bits per byte every N steps (0 = never)");
 ABSL_FLAG(int, eval_batches, 10, "Evaluation uses eval_batches * batch fixed val windows");
 ABSL_FLAG(int, ckpt_every, 0, "Also checkpoint every N steps (0 = only at the end)");
-ABSL_FLAG(int, ckpt_keep, 3, "Keep the newest N checkpoints (0 = all)");
-ABSL_FLAG(bool, resume, false, "Continue from the newest valid checkpoint in --ckpt-dir");
+ABSL_FLAG(int, keep, 3, "Keep the newest N valid checkpoints (0 = all)");
+ABSL_FLAG(bool, resume, true,
+          "Continue from the newest valid checkpoint in --ckpt-dir if there is one (the "
+          "default); --resume=false refuses a --ckpt-dir that holds a checkpoint");
 ABSL_FLAG(int, check_every, 10,
           "With --hosts: compare every peer's param_hash every N steps, stop on a mismatch "
           "(0 = never)");
+ABSL_FLAG(int, global_batch, 0,
+          "Sequences per optimizer step over all peers, shared out among the live peers "
+          "(0 = batch * accum * hosts in the file); pass it explicitly to grow a job");
+ABSL_FLAG(double, peer_timeout, 3,
+          "With --hosts: seconds of silence after which a peer is suspected and removed (a "
+          "killed peer's closed sockets are noticed at once)");
+ABSL_FLAG(int, min_peers, 0,
+          "With --hosts: peers needed to train (0 = more than half of the hosts file)");
+ABSL_FLAG(bool, ckpt_shared, false,
+          "With --hosts: --ckpt-dir is one shared directory; only the leader writes (else its "
+          "ring successor writes a copy too)");
 
 namespace rt::cli {
 namespace {
@@ -49,24 +71,51 @@ std::string FileCrc(const std::string& path) {
   return absl::StrFormat("%08x (%d bytes)", Crc32c(bytes.data(), bytes.size()), bytes.size());
 }
 
-// Joins the ring of --hosts with a fingerprint of everything every peer must agree
-// on (the handshake refuses a peer that differs, naming the key), and wraps it in a
-// RingGradientReducer. Data problems are reported here, before waiting for peers.
-absl::StatusOr<std::unique_ptr<train::GradientReducer>> JoinTrainRing(const train::TrainConfig& c) {
-  RETURN_IF_ERROR(c.Validate());
-  absl::StatusOr<data::TokenDataset> opened = data::TokenDataset::Open(c.data_dir, "train");
+// The hosts file, this peer's identity, the secret and a listening node whose
+// handshake refuses peers that differ in `fingerprint` (naming the key).
+absl::StatusOr<std::shared_ptr<net::TcpNode>> StartTrainNode(const net::RingSetup& setup) {
+  ASSIGN_OR_RETURN(std::vector<net::HostEntry> hosts, net::LoadHostsFile(setup.hosts_path));
+  ASSIGN_OR_RETURN(net::IdentityInputs inputs,
+                   net::IdentityInputsFromEnvironment(setup.self, setup.rank));
+  ASSIGN_OR_RETURN(net::SelfIdentity self, net::ResolveSelfIdentity(hosts, inputs));
+  SetLogRank(self.rank);
+  LogInfo("this peer is rank %d of %d (%s, from %s)", self.rank, hosts.size(),
+          hosts[self.rank].Endpoint(), self.how);
+  ASSIGN_OR_RETURN(std::string secret, net::LoadSharedSecret(setup.secret_file, hosts));
+  if (secret.empty()) LogInfo("no shared secret: every host is loopback");
+  net::TcpNodeOptions o;
+  o.hosts = std::move(hosts);
+  o.self_rank = self.rank;
+  o.secret = std::move(secret);
+  o.cluster_id = setup.cluster_id;
+  o.fingerprint = setup.fingerprint;
+  return net::TcpNode::Start(std::move(o));
+}
+
+// The elastic ring of --hosts: a node with a fingerprint of everything every peer
+// must agree on, the membership (started by the trainer once its state is loaded)
+// and, per view, a RingGradientReducer. Data problems are reported here, before any
+// peer is contacted. Sets c->global_batch (default: batch * accum * hosts).
+absl::StatusOr<std::unique_ptr<train::ElasticReducer>> JoinTrainCluster(train::TrainConfig* c) {
+  RETURN_IF_ERROR(c->Validate());
+  absl::StatusOr<data::TokenDataset> opened = data::TokenDataset::Open(c->data_dir, "train");
   if (!opened.ok()) {
     return absl::Status(opened.status().code(),
-                        absl::StrCat("--data ", c.data_dir, ": ", opened.status().message()));
+                        absl::StrCat("--data ", c->data_dir, ": ", opened.status().message()));
   }
   const data::TokenDataset& train_data = *opened;
-  model::GptConfig shape = c.model;
+  model::GptConfig shape = c->model;
   shape.vocab_size = train_data.vocab_size();
   RETURN_IF_ERROR(shape.Validate());
   const model::ParamLayout layout(shape);
 
   const double bucket_mb = absl::GetFlag(FLAGS_bucket_mb);
   if (!(bucket_mb > 0)) return absl::InvalidArgumentError("--bucket-mb must be positive");
+  const double peer_timeout_s = absl::GetFlag(FLAGS_peer_timeout);
+  if (!(peer_timeout_s >= 0.1) || peer_timeout_s > 3600) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--peer-timeout must be in [0.1, 3600] seconds, got %g", peer_timeout_s));
+  }
   ASSIGN_OR_RETURN(net::RingSetup setup, RingSetupFromFlags("ringtrain-train"));
   const int check_every = absl::GetFlag(FLAGS_check_every);
   if (check_every < 0) return absl::InvalidArgumentError("--check-every must be >= 0");
@@ -75,43 +124,72 @@ absl::StatusOr<std::unique_ptr<train::GradientReducer>> JoinTrainRing(const trai
   if (!codec.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--compress: ", codec.status().message()));
   }
+  ASSIGN_OR_RETURN(std::vector<net::HostEntry> hosts, net::LoadHostsFile(setup.hosts_path));
+  if (c->global_batch == 0) c->global_batch = c->batch * c->accum * static_cast<int>(hosts.size());
 
   setup.fingerprint = {
       {"model", shape.ToString()},
-      {"precision", model::PrecisionName(c.precision)},
-      {"batch",
-       absl::StrFormat("batch=%d accum=%d (sequences per peer per step)", c.batch, c.accum)},
-      {"lr", absl::StrCat(c.lr)},
-      {"min_lr", absl::StrCat(c.min_lr)},
-      {"warmup", absl::StrCat(c.warmup)},
-      {"weight_decay", absl::StrCat(c.adamw.weight_decay)},
-      {"clip", absl::StrCat(c.clip)},
+      {"precision", model::PrecisionName(c->precision)},
+      {"global_batch",
+       absl::StrFormat("%d sequences per step (--global-batch; the default is batch * accum * "
+                       "hosts)",
+                       c->global_batch)},
+      {"batch", absl::StrFormat("%d sequences per micro-step", c->batch)},
+      {"lr", absl::StrCat(c->lr)},
+      {"min_lr", absl::StrCat(c->min_lr)},
+      {"warmup", absl::StrCat(c->warmup)},
+      {"weight_decay", absl::StrCat(c->adamw.weight_decay)},
+      {"clip", absl::StrCat(c->clip)},
       {"adamw",
-       absl::StrFormat("beta1=%g beta2=%g eps=%g", c.adamw.beta1, c.adamw.beta2, c.adamw.eps)},
-      {"steps", absl::StrCat(c.steps)},
-      {"seed", absl::StrCat(c.seed)},
+       absl::StrFormat("beta1=%g beta2=%g eps=%g", c->adamw.beta1, c->adamw.beta2, c->adamw.eps)},
+      {"steps", absl::StrCat(c->steps)},
+      {"seed", absl::StrCat(c->seed)},
       {"data", train_data.fingerprint()},
       {"tokenizer", FileCrc(train_data.tokenizer_path())},
       {"compress", codec->ToString()},
       {"bucket_mb", absl::StrCat(bucket_mb)},
       {"check_every", absl::StrCat(check_every)},
+      {"ckpt_every", absl::StrCat(c->ckpt_every)},
   };
-  ASSIGN_OR_RETURN(std::unique_ptr<net::TcpRing> ring, net::JoinRing(setup));
-  net::TcpRing* tcp = ring.get();
-  LogInfo("ring formed: %d peers, this peer at position %d; compress %s, buckets of %g MB",
-          ring->size(), ring->rank(), codec->ToString(), bucket_mb);
+  ASSIGN_OR_RETURN(std::shared_ptr<net::TcpNode> node, StartTrainNode(setup));
 
-  train::RingReducerOptions options;
-  options.buckets.bucket_bytes = static_cast<size_t>(bucket_mb * (1 << 20));
-  options.buckets.codec = *codec;
+  train::RingReducerOptions ring_options;
+  ring_options.buckets.bucket_bytes = static_cast<size_t>(bucket_mb * (1 << 20));
+  ring_options.buckets.codec = *codec;
   for (const model::TensorView& t : layout.tensors()) {
-    if (!t.weight_decay) options.buckets.dense_ranges.push_back({t.offset, t.offset + t.count});
+    if (!t.weight_decay) {
+      ring_options.buckets.dense_ranges.push_back({t.offset, t.offset + t.count});
+    }
   }
-  std::sort(options.buckets.dense_ranges.begin(), options.buckets.dense_ranges.end(),
+  std::sort(ring_options.buckets.dense_ranges.begin(), ring_options.buckets.dense_ranges.end(),
             [](const auto& a, const auto& b) { return a.begin < b.begin; });
-  options.check_every = check_every;
-  return std::unique_ptr<train::GradientReducer>(std::make_unique<train::RingGradientReducer>(
-      std::move(ring), options, [tcp] { return tcp->bytes_sent(); }));
+  ring_options.check_every = check_every;
+
+  train::ElasticOptions e;
+  e.node = node;
+  e.min_peers = absl::GetFlag(FLAGS_min_peers);
+  e.peer_timeout_ms = static_cast<int64_t>(peer_timeout_s * 1000);
+  e.wait = setup.wait;
+  e.startup_grace_ms = std::min<int64_t>(10000, absl::ToInt64Milliseconds(setup.wait));
+  e.ckpt_shared = absl::GetFlag(FLAGS_ckpt_shared);
+  e.hosts_path = setup.hosts_path;
+  // The generic-transport constructor: this ring object never changes under the
+  // reducer, so ElasticReducer can fail its links to abort a step (asks.md: COMM).
+  e.make_reducer =
+      [ring_options, codec = *codec](
+          std::unique_ptr<net::TcpRing> ring,
+          const cluster::View& view) -> absl::StatusOr<std::unique_ptr<train::GradientReducer>> {
+    (void)view;
+    net::TcpRing* tcp = ring.get();
+    return std::unique_ptr<train::GradientReducer>(std::make_unique<train::RingGradientReducer>(
+        std::unique_ptr<net::RingTransport>(std::move(ring)), ring_options,
+        [tcp] { return tcp->bytes_sent(); }));
+  };
+  LogInfo(
+      "elastic ring: global batch %d sequences, compress %s, buckets of %g MB, peer "
+      "timeout %g s",
+      c->global_batch, codec->ToString(), bucket_mb, peer_timeout_s);
+  return train::ElasticReducer::Create(std::move(e));
 }
 
 int RunTrain(const std::vector<std::string>& positional) {
@@ -124,6 +202,8 @@ int RunTrain(const std::vector<std::string>& positional) {
                             : absl::GetFlag(FLAGS_rank) >= 0            ? "--rank"
                             : !absl::GetFlag(FLAGS_secret_file).empty() ? "--secret-file"
                             : absl::GetFlag(FLAGS_compress) != "none"   ? "--compress"
+                            : absl::GetFlag(FLAGS_min_peers) != 0       ? "--min-peers"
+                            : absl::GetFlag(FLAGS_ckpt_shared)          ? "--ckpt-shared"
                                                                         : nullptr;
     if (ring_only != nullptr) {
       std::fprintf(stderr,
@@ -160,23 +240,31 @@ int RunTrain(const std::vector<std::string>& positional) {
   c.eval_batches = absl::GetFlag(FLAGS_eval_batches);
   c.ckpt_dir = absl::GetFlag(FLAGS_ckpt_dir);
   c.ckpt_every = absl::GetFlag(FLAGS_ckpt_every);
-  c.ckpt_keep = absl::GetFlag(FLAGS_ckpt_keep);
-  c.resume = absl::GetFlag(FLAGS_resume);
+  c.ckpt_keep = absl::GetFlag(FLAGS_keep);
+  c.global_batch = absl::GetFlag(FLAGS_global_batch);
+  // Resuming is the default; without a --ckpt-dir there is nothing to resume from.
+  c.resume = absl::GetFlag(FLAGS_resume) && !c.ckpt_dir.empty();
   c.metrics_path = absl::GetFlag(FLAGS_metrics);
 
   const int threads = ApplyThreadsFlag();
   LogInfo("ringtrain train: %d threads", threads);
-  absl::StatusOr<std::unique_ptr<train::GradientReducer>> reducer =
-      absl::GetFlag(FLAGS_hosts).empty() ? std::unique_ptr<train::GradientReducer>()
-                                         : JoinTrainRing(c);
-  absl::Status status = reducer.status();
-  if (status.ok()) {
-    if (*reducer != nullptr && !c.metrics_path.empty()) {
-      c.metrics_path = PerPeerMetricsPath(c.metrics_path, (*reducer)->rank());
-      LogInfo("metrics of this peer go to %s", c.metrics_path);
+  absl::Status status;
+  std::unique_ptr<train::GradientReducer> reducer;
+  if (!absl::GetFlag(FLAGS_hosts).empty()) {
+    train::InstallStopSignalHandlers();
+    absl::StatusOr<std::unique_ptr<train::ElasticReducer>> elastic = JoinTrainCluster(&c);
+    status = elastic.status();
+    if (status.ok()) {
+      if (!c.metrics_path.empty()) {
+        c.metrics_path = PerPeerMetricsPath(c.metrics_path, (*elastic)->host_rank());
+        LogInfo("metrics of this peer go to %s", c.metrics_path);
+      }
+      reducer = *std::move(elastic);
     }
+  }
+  if (status.ok()) {
     absl::StatusOr<std::unique_ptr<train::Trainer>> trainer =
-        train::Trainer::Create(c, std::move(*reducer));
+        train::Trainer::Create(c, std::move(reducer));
     status = trainer.ok() ? (*trainer)->Run() : trainer.status();
   }
   if (!status.ok()) {
@@ -189,8 +277,9 @@ int RunTrain(const std::vector<std::string>& positional) {
 std::vector<std::string> TrainFlagNames() {
   std::vector<std::string> names = ModelFlagNames();
   for (const std::string& n : OptimizerFlagNames()) names.push_back(n);
-  for (const char* n : {"data", "ckpt_dir", "metrics", "eval_every", "eval_batches", "ckpt_every",
-                        "ckpt_keep", "resume", "check_every"}) {
+  for (const char* n :
+       {"data", "ckpt_dir", "metrics", "eval_every", "eval_batches", "ckpt_every", "keep", "resume",
+        "check_every", "global_batch", "peer_timeout", "min_peers", "ckpt_shared"}) {
     names.push_back(n);
   }
   for (const std::string& n : RingFlagNames()) names.push_back(n);
@@ -203,14 +292,20 @@ const Subcommand& TrainSubcommand() {
   static const Subcommand sub{
       "train", "Train a GPT on prepared token shards (one peer, or a ring with --hosts)",
       "ringtrain train --data DIR [--layers 6 --heads 6 --dim 384 --seq-len 256] [--batch 8]\n"
-      "                [--accum 1] [--steps 1000] [--lr 6e-4] [--ckpt-dir DIR [--resume]]\n"
+      "                [--accum 1 | --global-batch N] [--steps 1000] [--lr 6e-4]\n"
+      "                [--ckpt-dir DIR [--ckpt-every N] [--keep 3] [--resume=false]]\n"
       "                [--metrics FILE.jsonl] [--eval-every 100]\n"
       "                [--hosts FILE [--self HOST:PORT | --rank N] [--secret-file F] [--wait 120]\n"
+      "                 [--peer-timeout 3] [--min-peers N] [--ckpt-shared]\n"
       "                 [--compress none|bf16|topk:D] [--bucket-mb 25] [--check-every 10]]\n"
       "Prints one line per step (loss, learning rate, gradient norm, tokens/s, step time);\n"
-      "with --eval-every, the validation loss and bits per byte. With --hosts, every peer\n"
-      "trains on its share of each step and gradients are averaged over the ring; only\n"
-      "rank 0 writes checkpoints; --metrics m.jsonl becomes m.rank<R>.jsonl per peer.",
+      "with --eval-every, the validation loss and bits per byte. Resumes from the newest valid\n"
+      "checkpoint in --ckpt-dir. With --hosts, the peers form a fault-tolerant ring: each\n"
+      "trains on its share of the global batch; a peer that dies is dropped and the others\n"
+      "carry on; a restarted peer rejoins and receives the state; the leader (lowest live\n"
+      "rank) writes checkpoints (its successor a copy unless --ckpt-shared). SIGTERM/SIGINT\n"
+      "stop every peer at a step boundary after a checkpoint; SIGHUP re-reads the hosts file.\n"
+      "--metrics m.jsonl becomes m.rank<R>.jsonl per peer.",
       TrainFlagNames(), &RunTrain};
   return sub;
 }

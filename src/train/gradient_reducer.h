@@ -10,14 +10,25 @@
 // Call order per optimizer step, all on the training thread:
 //   BeginStep(step, grads) -> [micro-steps; during the LAST one OnGradReady(o) with o
 //   decreasing to 0; if this peer has no slots, one OnGradReady(0)] -> Finish(&totals).
+//
+// Elastic reducers (train/elastic_reducer.h: membership, views, state transfer) also
+// use the step-boundary hooks at the end of the class; their defaults describe a
+// fixed ring (nothing to wait for, every failure is fatal). The loop calls, per step:
+//   AtStepBoundary() [kStop: checkpoint if WritesCheckpoints(), return] -> the step
+//   above (StepAborted() is polled between micro-batches) -> StepCompleted(step) if
+//   the step was applied -> on an error StepFailed(error) (OK: redo from the
+//   boundary) -> after a completed step, StopAfterThisStep() (an agreed stop).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 
 namespace rt::train {
@@ -28,6 +39,21 @@ struct StepTotals {
   int64_t tokens = 0;   // target tokens trained on in this step
 };
 
+// The trainer's state as elastic hooks see it: served to peers that are behind, and
+// replaced by a fetched copy. `step` is the number of optimizer steps completed,
+// which is also the data position (data/batch_sampler.h); `buffers` are the named
+// flat fp32 buffers (params, adam_m, adam_v), the same lengths on every peer.
+struct TrainStateRef {
+  int64_t* step = nullptr;
+  std::vector<std::pair<std::string, absl::Span<float>>> buffers;
+};
+
+// What the loop does at a step boundary.
+enum class BoundaryAction {
+  kTrain,  // take the next step
+  kStop,   // stop cleanly now (signalled, or this peer left the job): exit 0
+};
+
 class GradientReducer {
  public:
   virtual ~GradientReducer() = default;
@@ -35,7 +61,8 @@ class GradientReducer {
   // This peer's position among the peers of the current step (BatchSampler::SlotsOf).
   virtual int rank() const = 0;
   virtual int peers() const = 0;
-  // Cluster view: epoch (grows on every membership change) and the leader's rank.
+  // Cluster view: epoch (grows on every membership change) and the leader's
+  // hosts-file rank (a fixed ring: 0, the peer at ring position 0).
   virtual uint64_t epoch() const { return 0; }
   virtual int leader() const { return 0; }
 
@@ -65,6 +92,29 @@ class GradientReducer {
   }
   // Payload bytes this peer has sent so far (for metrics).
   virtual uint64_t bytes_sent() const { return 0; }
+
+  // ---- step-boundary hooks (elastic rings; see the file comment) ----
+  // Called once by Trainer::Create after initialisation or resume (before SyncState).
+  // `loaded_epoch` is the view epoch of the checkpoint loaded (0 if none).
+  virtual absl::Status AttachState(const TrainStateRef& /*state*/, uint64_t /*loaded_epoch*/) {
+    return absl::OkStatus();
+  }
+  // Before every step. May block (bounded) while the cluster changes and may replace
+  // the attached state (this peer was behind and received the agreed one).
+  virtual absl::StatusOr<BoundaryAction> AtStepBoundary() { return BoundaryAction::kTrain; }
+  // True once the step in flight is known to be lost (a view change): the loop stops
+  // computing it and fails it (Aborted).
+  virtual bool StepAborted() const { return false; }
+  // The step in flight failed with `error`. OK means the cluster is changing and the
+  // loop must go back to AtStepBoundary and redo it; otherwise the error is fatal.
+  virtual absl::Status StepFailed(const absl::Status& error) { return error; }
+  // The loop completed (applied) optimizer step `step` (1-based count of steps done).
+  virtual void StepCompleted(int64_t /*step*/) {}
+  // After a completed step: every peer agreed to stop here (one was signalled).
+  virtual bool StopAfterThisStep() const { return false; }
+  // Whether this peer writes checkpoints of the current view (the leader; with an
+  // elastic ring also the leader's successor, as a second copy).
+  virtual bool WritesCheckpoints() const { return rank() == leader(); }
 };
 
 // One peer alone: gradients are already the global sum.

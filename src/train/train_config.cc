@@ -12,6 +12,8 @@ absl::Status TrainConfig::Validate() const {
   if (data_dir.empty()) return bad("--data is required (a directory written by ringtrain prepare)");
   if (batch < 1) return bad("--batch must be >= 1, got %d", batch);
   if (accum < 1) return bad("--accum must be >= 1, got %d", accum);
+  if (global_batch < 0)
+    return bad("--global-batch must be >= 0 (0 = default), got %d", global_batch);
   if (steps < 0) return bad("--steps must be >= 0, got %d", steps);
   if (!(lr > 0) || !std::isfinite(lr)) return bad("--lr must be positive, got %g", lr);
   if (!(min_lr >= 0) || min_lr > lr) {
@@ -25,7 +27,7 @@ absl::Status TrainConfig::Validate() const {
   if (eval_every < 0) return bad("--eval-every must be >= 0, got %d", eval_every);
   if (eval_batches < 1) return bad("--eval-batches must be >= 1, got %d", eval_batches);
   if (ckpt_every < 0) return bad("--ckpt-every must be >= 0, got %d", ckpt_every);
-  if (ckpt_keep < 0) return bad("--ckpt-keep must be >= 0, got %d", ckpt_keep);
+  if (ckpt_keep < 0) return bad("--keep must be >= 0 (0 = all), got %d", ckpt_keep);
   if (ckpt_every > 0 && ckpt_dir.empty()) return bad("--ckpt-every needs --ckpt-dir");
   if (resume && ckpt_dir.empty()) return bad("--resume needs --ckpt-dir");
   // The shape without the vocabulary (which comes from the data).

@@ -20,7 +20,11 @@ struct TrainConfig {
   bool recompute = false;
 
   int batch = 8;  // sequences per peer per micro-step
-  int accum = 1;  // micro-steps per optimizer step (per peer)
+  int accum = 1;  // micro-steps per optimizer step (per peer) when global_batch is 0
+  // Sequences per optimizer step over all peers (--global-batch); the peers of a view
+  // share them out, each in micro-steps of `batch`, so the data order and the update
+  // do not depend on how many peers train. 0 = batch * accum * peers of the reducer.
+  int global_batch = 0;
 
   // Optimizer: AdamW + linear warm-up + cosine decay to min_lr, global-norm clip.
   float lr = 6e-4f, min_lr = 6e-5f;
@@ -35,8 +39,10 @@ struct TrainConfig {
 
   std::string ckpt_dir;  // "" = no checkpoints
   int ckpt_every = 0;    // also checkpoint every N steps (0 = only at the end)
-  int ckpt_keep = 3;     // newest checkpoints kept (0 = all)
-  bool resume = false;   // continue from the newest valid checkpoint in ckpt_dir
+  int ckpt_keep = 3;     // --keep: newest checkpoints kept (0 = all)
+  // Continue from the newest valid checkpoint in ckpt_dir, if there is one (the CLI
+  // default); false refuses a ckpt_dir that already holds a checkpoint.
+  bool resume = false;
 
   std::string metrics_path;  // JSONL, "" = none
   bool print_steps = true;   // human step lines on stdout

@@ -58,8 +58,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
         absl::StrFormat("vocab %d was asked for, but the data %s has vocab %d",
                         config.model.vocab_size, config.data_dir, shape.vocab_size));
   }
-  // Data order: `slots` sequences per optimizer step over all peers.
-  const int slots = config.batch * config.accum * t->reducer_->peers();
+  // Data order: `slots` sequences per optimizer step over all peers (the global batch).
+  const int slots = config.global_batch > 0 ? config.global_batch
+                                            : config.batch * config.accum * t->reducer_->peers();
   absl::StatusOr<data::BatchSampler> sampler =
       data::BatchSampler::Create(config.seed, slots, shape.seq_len, t->train_data_->num_tokens());
   if (!sampler.ok()) {
@@ -98,6 +99,11 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
   t->adam_ =
       std::make_unique<optim::AdamW>(config.adamw, layout.total_floats(), layout.DecayRanges());
   RETURN_IF_ERROR(t->InitOrResume());
+  // An elastic ring serves and replaces this state at step boundaries.
+  RETURN_IF_ERROR(t->reducer_->AttachState(
+      {&t->step_,
+       {{"params", t->params_.span()}, {"adam_m", t->adam_->m()}, {"adam_v", t->adam_->v()}}},
+      t->loaded_epoch_));
   // A ring starts from the leader's state, whatever each peer loaded (ring_gradient_reducer.h).
   const int64_t loaded_step = t->step_;
   RETURN_IF_ERROR(
@@ -127,8 +133,8 @@ absl::Status Trainer::InitOrResume() {
   if (!config_.resume) {
     if (latest.ok()) {
       return absl::FailedPreconditionError(absl::StrFormat(
-          "--ckpt-dir %s already holds a checkpoint (%s, step %d); pass --resume to continue "
-          "it or choose another --ckpt-dir",
+          "--ckpt-dir %s already holds a checkpoint (%s, step %d) and --resume=false was "
+          "given: drop it to continue that run, or choose another --ckpt-dir",
           config_.ckpt_dir, latest->path(), latest->meta().step));
     }
     gpt_->InitParams(params_.span(), config_.seed);
@@ -165,10 +171,11 @@ absl::Status Trainer::InitOrResume() {
   RETURN_IF_ERROR(ReadFloatSection(*latest, "adam_m", adam_->m()));
   RETURN_IF_ERROR(ReadFloatSection(*latest, "adam_v", adam_->v()));
   step_ = latest->meta().step;
+  loaded_epoch_ = latest->meta().epoch;
   tokens_seen_ = step_ * static_cast<int64_t>(sampler_->slots()) * gpt_->config().seq_len;
   last_checkpoint_step_ = step_;
   resumed_ = true;
-  LogInfo("resumed from %s at step %d", latest->path(), step_);
+  LogInfo("resumed from %s at step %d (epoch %d)", latest->path(), step_, loaded_epoch_);
   return absl::OkStatus();
 }
 
@@ -180,33 +187,35 @@ absl::Status Trainer::Run() {
   LogInfo("data %s: train %u tokens, val %u tokens; %d sequences x %d tokens per step",
           config_.data_dir, train_data_->num_tokens(), val_data_->num_tokens(), sampler_->slots(),
           mc.seq_len);
-  if (step_ >= config_.steps) {
-    LogInfo("already at step %d of --steps %d: nothing to do", step_, config_.steps);
-    return absl::OkStatus();
-  }
-
-  // The untrained model's validation loss: the baseline every later value improves on.
-  if (config_.eval_every > 0 && step_ == 0) {
-    EvalResult e = Evaluate();
-    StepMetrics m;
-    m.loss = e.loss;
-    m.peers = reducer_->peers();
-    m.rank = reducer_->rank();
-    m.epoch = reducer_->epoch();
-    m.leader = reducer_->leader();
-    m.param_hash = ParamHashHex(ParamHash(params_.span()));
-    m.val_loss = e.loss;
-    if (std::isfinite(e.bpb)) m.val_bpb = e.bpb;
-    PrintStep(m);
-    if (metrics_) RETURN_IF_ERROR(metrics_->Write(m));
-  }
-
+  bool first = true;
   while (step_ < config_.steps) {
-    StepMetrics m;
-    RETURN_IF_ERROR(TrainStep(&m));
-    const bool last = step_ == config_.steps;
+    // The cluster may block here, replace the state (this peer was behind) or stop us.
+    ASSIGN_OR_RETURN(BoundaryAction action, reducer_->AtStepBoundary());
+    tokens_seen_ = step_ * static_cast<int64_t>(sampler_->slots()) * mc.seq_len;
+    if (action == BoundaryAction::kStop) {
+      LogInfo("stopping cleanly at step %d", step_);
+      return SaveCheckpoint();
+    }
+    if (step_ >= config_.steps) break;
+    if (first) {
+      first = false;
+      // The untrained model's validation loss: the baseline every later value improves on.
+      if (config_.eval_every > 0 && step_ == 0) RETURN_IF_ERROR(EvaluateUntrained());
+    }
 
-    if (config_.eval_every > 0 && (step_ % config_.eval_every == 0 || last)) {
+    StepMetrics m;
+    const int64_t before = step_;
+    absl::Status st = TrainStep(&m);
+    if (step_ > before) reducer_->StepCompleted(step_);
+    if (!st.ok()) {
+      RETURN_IF_ERROR(reducer_->StepFailed(st));  // OK: the cluster re-forms; redo it
+      if (step_ == before) continue;
+      // The step was applied; only its closing check failed. Carry on from it.
+    }
+    const bool last = step_ == config_.steps;
+    const bool stop = reducer_->StopAfterThisStep();
+
+    if (config_.eval_every > 0 && (step_ % config_.eval_every == 0 || last) && !stop) {
       EvalResult e = Evaluate();
       m.val_loss = e.loss;
       if (std::isfinite(e.bpb)) m.val_bpb = e.bpb;
@@ -215,10 +224,31 @@ absl::Status Trainer::Run() {
     if (metrics_) RETURN_IF_ERROR(metrics_->Write(m));
 
     if (!config_.ckpt_dir.empty() &&
-        ((config_.ckpt_every > 0 && step_ % config_.ckpt_every == 0) || last)) {
+        ((config_.ckpt_every > 0 && step_ % config_.ckpt_every == 0) || last || stop)) {
       RETURN_IF_ERROR(SaveCheckpoint());
     }
+    if (stop) {
+      LogInfo("stopped cleanly after step %d (a peer was asked to stop)", step_);
+      return absl::OkStatus();
+    }
   }
+  if (first) LogInfo("already at step %d of --steps %d: nothing to do", step_, config_.steps);
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::EvaluateUntrained() {
+  EvalResult e = Evaluate();
+  StepMetrics m;
+  m.loss = e.loss;
+  m.peers = reducer_->peers();
+  m.rank = reducer_->rank();
+  m.epoch = reducer_->epoch();
+  m.leader = reducer_->leader();
+  m.param_hash = ParamHashHex(ParamHash(params_.span()));
+  m.val_loss = e.loss;
+  if (std::isfinite(e.bpb)) m.val_bpb = e.bpb;
+  PrintStep(m);
+  if (metrics_) RETURN_IF_ERROR(metrics_->Write(m));
   return absl::OkStatus();
 }
 
@@ -243,6 +273,13 @@ absl::Status Trainer::TrainStep(StepMetrics* metrics) {
   std::function<void(size_t)> on_ready = [this](size_t offset) { reducer_->OnGradReady(offset); };
   StepTotals totals;
   for (size_t first = 0; first < my_slots.size(); first += config_.batch) {
+    if (reducer_->StepAborted()) {
+      // A view change made this step's ring useless: settle the reducer, then fail.
+      reducer_->OnGradReady(0);
+      StepTotals ignored;
+      (void)reducer_->Finish(&ignored);
+      return absl::AbortedError(absl::StrFormat("step %d: aborted by a view change", step_ + 1));
+    }
     const size_t count = std::min<size_t>(config_.batch, my_slots.size() - first);
     std::vector<uint64_t> starts(count);
     for (size_t i = 0; i < count; ++i)
@@ -281,7 +318,6 @@ absl::Status Trainer::TrainStep(StepMetrics* metrics) {
   ++step_;
   tokens_seen_ += totals.tokens;
   const uint64_t hash = ParamHash(params_.span());
-  RETURN_IF_ERROR(reducer_->CheckParamHash(step_, hash));
   const double update_ms = update_watch.ElapsedMs();
 
   StepMetrics& m = *metrics;
@@ -300,7 +336,8 @@ absl::Status Trainer::TrainStep(StepMetrics* metrics) {
   m.epoch = reducer_->epoch();
   m.leader = reducer_->leader();
   m.param_hash = ParamHashHex(hash);
-  return absl::OkStatus();
+  // Last: the step is applied even if this check cannot complete (the ring broke).
+  return reducer_->CheckParamHash(step_, hash);
 }
 
 EvalResult Trainer::Evaluate() {
@@ -309,7 +346,7 @@ EvalResult Trainer::Evaluate() {
 
 absl::Status Trainer::SaveCheckpoint() {
   if (config_.ckpt_dir.empty() || last_checkpoint_step_ == step_) return absl::OkStatus();
-  if (reducer_->rank() != reducer_->leader()) return absl::OkStatus();  // the leader writes
+  if (!reducer_->WritesCheckpoints()) return absl::OkStatus();  // the leader (+ a copy) writes
   Stopwatch watch;
   RETURN_IF_ERROR(SaveTrainCheckpoint(
       config_.ckpt_dir, step_, reducer_->epoch(),
@@ -317,8 +354,8 @@ absl::Status Trainer::SaveCheckpoint() {
                       train_data_->eot_id()),
       params_.span(), adam_->m(), adam_->v(), tokenizer_model_, config_.ckpt_keep));
   last_checkpoint_step_ = step_;
-  LogInfo("checkpoint step %d written to %s in %.0f ms", step_, config_.ckpt_dir,
-          watch.ElapsedMs());
+  LogInfo("checkpoint step %d (epoch %d) written to %s in %.0f ms", step_, reducer_->epoch(),
+          config_.ckpt_dir, watch.ElapsedMs());
   return absl::OkStatus();
 }
 

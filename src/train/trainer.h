@@ -1,8 +1,10 @@
 // Trainer: one training run of a GPT on token shards, nanoGPT-style.
 //
 // Run() is the loop a newcomer can read top to bottom:
-//   [evaluate the untrained model] then per optimizer step:
-//   zero grads -> `accum` micro-steps of forward+backward on this peer's slots ->
+//   per optimizer step: [step boundary: an elastic ring may wait, re-form, replace the
+//   state or stop here (gradient_reducer.h)] -> [first time: evaluate the untrained
+//   model] -> zero grads -> micro-steps of `batch` sequences over this peer's share of
+//   the global batch (forward+backward) ->
 //   reduce gradients across peers (GradientReducer; nothing for one peer) -> clip ->
 //   AdamW with the cosine schedule -> log (stdout, --metrics) -> [evaluate] -> [checkpoint].
 //
@@ -63,6 +65,7 @@ class Trainer {
  private:
   Trainer() = default;
   absl::Status InitOrResume();
+  absl::Status EvaluateUntrained();
   void PrintStep(const StepMetrics& m) const;
 
   TrainConfig config_;
@@ -78,6 +81,7 @@ class Trainer {
   int64_t step_ = 0;
   int64_t tokens_seen_ = 0;
   int64_t last_checkpoint_step_ = -1;
+  uint64_t loaded_epoch_ = 0;  // view epoch of the checkpoint resumed from
   bool resumed_ = false;
 };
 

@@ -1,0 +1,430 @@
+// The elastic ring's GradientReducer (see elastic_reducer.h for the design).
+#include "train/elastic_reducer.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "cluster/checkpoint_duty.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/status_macros.h"
+#include "train/stop_signals.h"
+
+namespace rt::train {
+namespace {
+
+int64_t NowMs() { return NowNs() / 1000000; }
+
+constexpr char kStepSection[] = "step";
+// How often the wait for a view polls for decisions and signals, and logs.
+constexpr absl::Duration kPoll = absl::Milliseconds(100);
+constexpr int64_t kWaitLogEveryMs = 10000;
+
+std::string Names(const std::vector<cluster::PeerId>& peers) {
+  return peers.empty() ? "none" : absl::StrJoin(peers, " ");
+}
+
+// Errors that a new view cannot fix: the replicas or the data are wrong.
+bool IsFatalStepError(const absl::Status& s) {
+  return absl::IsInternal(s) || absl::IsInvalidArgument(s) || absl::IsOutOfRange(s);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ElasticReducer>> ElasticReducer::Create(ElasticOptions options) {
+  if (!options.node) return absl::InvalidArgumentError("ElasticReducer needs a started TcpNode");
+  if (!options.make_reducer) return absl::InvalidArgumentError("ElasticReducer needs make_reducer");
+  if (options.peer_timeout_ms < 100) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--peer-timeout must be at least 0.1 s, got %g s", options.peer_timeout_ms / 1000.0));
+  }
+  if (options.min_peers < 0 || options.min_peers > options.node->num_hosts()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--min-peers %d must be in 0..%d (the hosts in the file)",
+                        options.min_peers, options.node->num_hosts()));
+  }
+  if (!(options.wait > absl::ZeroDuration())) {
+    return absl::InvalidArgumentError("--wait must be positive seconds");
+  }
+  std::string warning = cluster::MinPeersWarning(options.node->num_hosts(), options.min_peers);
+  if (!warning.empty()) LogWarning("%s", warning);
+  return std::unique_ptr<ElasticReducer>(new ElasticReducer(std::move(options)));
+}
+
+ElasticReducer::ElasticReducer(ElasticOptions options) : options_(std::move(options)) {
+  self_ = options_.node->options().hosts[options_.node->self_rank()].Endpoint();
+  leader_rank_ = options_.node->self_rank();
+}
+
+ElasticReducer::~ElasticReducer() {
+  DropRing("");
+  if (service_) service_->Stop();
+}
+
+// ---------------------------------------------------------------- the step
+
+absl::Status ElasticReducer::BeginStep(int64_t step, absl::Span<float> grads) {
+  if (!inner_) return absl::UnavailableError("no ring: the view changed before the step began");
+  stop_after_step_ = false;
+  return inner_->BeginStep(step, grads);
+}
+
+void ElasticReducer::OnGradReady(size_t offset) {
+  if (inner_) inner_->OnGradReady(offset);
+}
+
+absl::Status ElasticReducer::Finish(StepTotals* totals) {
+  if (!inner_) return absl::UnavailableError("no ring: the view changed during the step");
+  const bool vote = options_.watch_signals && StopRequested();
+  if (vote) totals->tokens += kStopVote;
+  RETURN_IF_ERROR(inner_->Finish(totals));
+  const int64_t votes = totals->tokens / kStopVote;
+  totals->tokens %= kStopVote;
+  if (votes > 0 && !stop_after_step_) {
+    LogInfo("stop requested by %d of %d peers: every peer stops after this step", votes, size_);
+  }
+  stop_after_step_ = votes > 0;
+  return absl::OkStatus();
+}
+
+absl::Status ElasticReducer::CheckParamHash(int64_t step, uint64_t param_hash) {
+  if (!inner_) return absl::UnavailableError("no ring: the view changed during the step");
+  return inner_->CheckParamHash(step, param_hash);
+}
+
+uint64_t ElasticReducer::bytes_sent() const {
+  return bytes_before_ + (inner_ ? inner_->bytes_sent() : 0);
+}
+
+absl::Status ElasticReducer::StepFailed(const absl::Status& error) {
+  if (IsFatalStepError(error)) return error;
+  if (++consecutive_failures_ > kMaxConsecutiveFailures) {
+    return absl::Status(error.code(),
+                        absl::StrFormat("%d steps in a row failed, giving up; the last: %s",
+                                        consecutive_failures_, error.message()));
+  }
+  const bool announced = aborted_.load();
+  LogWarning("step failed in view epoch %d (%s): %s; redoing it in the next view", view_.epoch,
+             announced ? "view change announced" : "ring failure", std::string(error.message()));
+  DropRing("step failed");
+  // A failure without a view change (one broken ring link, a garbled frame) must be
+  // reported, or nobody would propose a new view: see AtStepBoundary.
+  failed_at_ms_ = NowMs();
+  return absl::OkStatus();
+}
+
+void ElasticReducer::StepCompleted(int64_t step) {
+  version_ = {view_.epoch, step};
+  service_->StepCompleted(version_);
+  consecutive_failures_ = 0;
+  failed_at_ms_ = -1;
+  last_step_ms_ = NowMs();
+  last_step_done_ = std::max(last_step_done_, step);
+}
+
+bool ElasticReducer::WritesCheckpoints() const {
+  return cluster::CheckpointDutyOf(view_, self_, options_.ckpt_shared).write;
+}
+
+// ---------------------------------------------------------------- boundaries
+
+absl::Status ElasticReducer::AttachState(const TrainStateRef& state, uint64_t loaded_epoch) {
+  if (state.step == nullptr) return absl::InvalidArgumentError("AttachState without a step");
+  if (service_) return absl::FailedPreconditionError("AttachState called twice");
+  state_ = state;
+  version_ = {loaded_epoch, *state.step};
+  cluster::MembershipServiceOptions o;
+  o.node = options_.node;
+  o.min_peers = options_.min_peers;
+  o.peer_timeout_ms = options_.peer_timeout_ms;
+  o.heartbeat_interval_ms = std::clamp<int64_t>(options_.peer_timeout_ms / 10, 10, 300);
+  o.proposal_timeout_ms = std::max<int64_t>(250, options_.peer_timeout_ms / 2);
+  o.startup_grace_ms = options_.startup_grace_ms;
+  o.initial_epoch = loaded_epoch;
+  o.initial_state = version_;
+  o.on_decision = [this](const cluster::Decision& d) { OnDecision(d); };
+  ASSIGN_OR_RETURN(service_, cluster::MembershipService::Start(std::move(o)));
+  LogInfo("membership started: this peer is %s, holding %s; peer timeout %.1f s, quorum %d of %d",
+          self_, version_.ToString(), options_.peer_timeout_ms / 1000.0,
+          cluster::QuorumSize(options_.node->num_hosts(), options_.min_peers),
+          options_.node->num_hosts());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<BoundaryAction> ElasticReducer::AtStepBoundary() {
+  if (!service_) return absl::FailedPreconditionError("AtStepBoundary before AttachState");
+  const int64_t start_ms = NowMs();
+  int64_t next_log_ms = start_ms + kWaitLogEveryMs;
+  while (true) {
+    MaybeReloadHosts();
+    // Every queued decision first; wait for one (briefly) only while there is no ring.
+    std::optional<cluster::Decision> d =
+        service_->NextDecision(inner_ ? absl::ZeroDuration() : kPoll);
+    if (d) {
+      RETURN_IF_ERROR(Handle(*d));
+      if (left_) return BoundaryAction::kStop;
+      continue;
+    }
+    if (inner_) return BoundaryAction::kTrain;
+    const int64_t now = NowMs();
+    if (options_.watch_signals && StopRequested()) {
+      LogInfo("stop requested while not in a training ring: leaving the job alone");
+      service_->Leave("stop requested (signal)");
+      left_ = true;
+      return BoundaryAction::kStop;
+    }
+    // A step failed but no view change followed: the ring broke where the
+    // membership cannot see it. Declaring the view disrupted makes the leader
+    // propose a new one.
+    if (failed_at_ms_ >= 0 && now - failed_at_ms_ > options_.peer_timeout_ms) {
+      LogWarning("the ring failed without a view change: reporting view epoch %d as disrupted",
+                 view_.epoch);
+      service_->StateTransferFailed(version_);
+      failed_at_ms_ = -1;
+    }
+    if (now - start_ms > absl::ToInt64Milliseconds(options_.wait)) {
+      const std::string why = service_->pause_reason();
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "not admitted to a training view within --wait %.0f s (%s); this peer holds %s",
+          absl::ToDoubleSeconds(options_.wait), why.empty() ? "no view was installed" : why,
+          version_.ToString()));
+    }
+    if (now >= next_log_ms) {
+      const std::string why = service_->pause_reason();
+      LogInfo("not training for %.0f s: %s", (now - start_ms) / 1000.0,
+              why.empty() ? "waiting for a view" : why);
+      next_log_ms = now + kWaitLogEveryMs;
+    }
+  }
+}
+
+void ElasticReducer::OnDecision(const cluster::Decision& d) {
+  switch (d.kind) {
+    case cluster::Decision::kStopTraining:
+    case cluster::Decision::kPause:
+    case cluster::Decision::kInstallView:
+    case cluster::Decision::kExcluded:
+    case cluster::Decision::kLeave:
+      break;
+    default:
+      return;
+  }
+  std::lock_guard<std::mutex> lock(ring_mu_);
+  if (live_ring_ == nullptr) return;
+  if (d.kind == cluster::Decision::kInstallView && d.view.epoch <= live_epoch_) return;
+  const absl::Status why = absl::AbortedError(
+      absl::StrCat("view change (", cluster::DecisionKindName(d.kind), ": ", d.reason, ")"));
+  if (net::Link* l = live_ring_->next_link()) l->connection().Fail(why);
+  if (net::Link* l = live_ring_->prev_link()) l->connection().Fail(why);
+  aborted_.store(true);
+}
+
+absl::Status ElasticReducer::Handle(const cluster::Decision& d) {
+  switch (d.kind) {
+    case cluster::Decision::kInstallView:
+      failed_at_ms_ = -1;
+      return Install(d);
+    case cluster::Decision::kStopTraining:
+      failed_at_ms_ = -1;
+      DropRing(d.reason);
+      return absl::OkStatus();
+    case cluster::Decision::kPause:
+      DropRing(d.reason);
+      return absl::OkStatus();
+    case cluster::Decision::kExcluded:
+      failed_at_ms_ = -1;
+      DropRing(d.reason);
+      // This peer's state may belong to a line of history the quorum abandoned.
+      version_ = {0, -1};
+      service_->SetState(version_);
+      view_ = cluster::View{};
+      LogWarning("excluded (%s): discarding the training state; it will be fetched on rejoining",
+                 d.reason);
+      return absl::OkStatus();
+    case cluster::Decision::kLeave:
+      DropRing(d.reason);
+      LogInfo("leaving the job: %s", d.reason);
+      left_ = true;
+      return absl::OkStatus();
+    case cluster::Decision::kSuspect:
+    case cluster::Decision::kWarning:
+      return absl::OkStatus();  // the service logged it; kStopTraining/kPause follow
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ElasticReducer::Install(const cluster::Decision& d) {
+  DropRing("new view");
+  const cluster::View& v = d.view;
+  const cluster::StepAgreement& a = d.agreement;
+  const auto& node = options_.node;
+  const bool serve = a.source == self_ && !a.need_state.empty();
+  if (serve) {
+    if (version_ != a.resume) {
+      LogError("asked to serve %s but this peer holds %s", a.resume.ToString(),
+               version_.ToString());
+    } else {
+      Stopwatch watch;
+      cluster::StateSource source = Snapshot();
+      uint64_t bytes = 0;
+      for (const auto& s : source.sections) bytes += s.bytes.size();
+      absl::Status st = cluster::ServeAgreedState(node, d, source, options_.transfer);
+      if (st.ok()) {
+        LogInfo("state transfer: served %s (%.1f MB) to %s in %.0f ms", a.resume.ToString(),
+                bytes / 1e6, Names(a.need_state), watch.ElapsedMs());
+      } else {
+        LogWarning("state transfer: serving %s to %s failed: %s", a.resume.ToString(),
+                   Names(a.need_state), std::string(st.message()));
+      }
+    }
+  }
+  if (d.need_state) {
+    Stopwatch watch;
+    absl::StatusOr<cluster::StateSnapshot> snap =
+        cluster::FetchAgreedState(node, d, options_.transfer);
+    absl::Status st = snap.ok() ? LoadSnapshot(*snap) : snap.status();
+    if (!st.ok()) {
+      LogWarning("state transfer: fetching %s from %s failed: %s", a.resume.ToString(), a.source,
+                 std::string(st.message()));
+      service_->StateTransferFailed(version_);
+      return absl::OkStatus();
+    }
+    uint64_t bytes = 0;
+    for (const auto& s : snap->sections) bytes += s.bytes.size();
+    LogInfo("state transfer: received %s (%.1f MB) from %s in %.0f ms", a.resume.ToString(),
+            bytes / 1e6, a.source, watch.ElapsedMs());
+    version_ = a.resume;
+    service_->SetState(version_);
+  } else if (version_ != a.resume || *state_.step != a.resume.step) {
+    LogError("view epoch %d resumes from %s but this peer holds %s (step %d) and was not sent it",
+             v.epoch, a.resume.ToString(), version_.ToString(), *state_.step);
+    service_->StateTransferFailed(version_);
+    return absl::OkStatus();
+  }
+
+  // The ring of the view, on its own channel.
+  std::vector<int> order;
+  for (const cluster::PeerId& m : v.members) {
+    const int r = cluster::NodeRankOf(*node, m);
+    if (r < 0) {
+      LogWarning("view epoch %d has member %s, which this peer cannot link to", v.epoch, m);
+      service_->StateTransferFailed(version_);
+      return absl::OkStatus();
+    }
+    order.push_back(r);
+  }
+  const absl::Duration form_wait =
+      a.need_state.empty() ? absl::Milliseconds(2 * options_.peer_timeout_ms) + absl::Seconds(5)
+                           : options_.wait;
+  absl::StatusOr<std::unique_ptr<net::TcpRing>> ring =
+      net::TcpRing::Form(node, order, cluster::RingChannel(v), form_wait);
+  if (!ring.ok()) {
+    LogWarning("the ring of view epoch %d did not form: %s", v.epoch,
+               std::string(ring.status().message()));
+    service_->StateTransferFailed(version_);
+    return absl::OkStatus();
+  }
+  (*ring)->SetEpoch(v.epoch);
+  net::TcpRing* raw = ring->get();
+  const int position = raw->rank(), size = raw->size();
+  ASSIGN_OR_RETURN(std::unique_ptr<GradientReducer> inner,
+                   options_.make_reducer(*std::move(ring), v));
+  view_ = v;
+  position_ = position;
+  size_ = size;
+  leader_rank_ = cluster::NodeRankOf(*node, v.leader());
+  inner_ = std::move(inner);
+  {
+    std::lock_guard<std::mutex> lock(ring_mu_);
+    live_ring_ = raw;
+    live_epoch_ = v.epoch;
+  }
+  aborted_.store(false);
+  const int64_t now = NowMs();
+  std::string lost;
+  if (last_step_ms_ >= 0) {
+    lost = absl::StrFormat("; %.2f s since this peer's last step, %d step(s) redone",
+                           (now - last_step_ms_) / 1000.0,
+                           std::max<int64_t>(0, last_step_done_ - a.resume.step) + 1);
+  }
+  LogInfo(
+      "training in view epoch %d: %d peers [%s], leader %s, this peer at position %d; "
+      "resuming after step %d%s",
+      v.epoch, size, Names(v.members), v.leader(), position, a.resume.step, lost);
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------- state
+
+cluster::StateSource ElasticReducer::Snapshot() {
+  const int64_t step = *state_.step;
+  std::memcpy(step_bytes_, &step, sizeof(step));
+  cluster::StateSource src;
+  src.version = version_;
+  src.sections.push_back({kStepSection, absl::Span<const uint8_t>(step_bytes_, 8)});
+  for (const auto& [name, buf] : state_.buffers) {
+    src.sections.push_back(
+        {name, absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(buf.data()),
+                                         buf.size() * sizeof(float))});
+  }
+  return src;
+}
+
+absl::Status ElasticReducer::LoadSnapshot(const cluster::StateSnapshot& snap) {
+  // Check everything before touching the buffers: a bad copy leaves the state as it was.
+  const cluster::StateSection* step = snap.Find(kStepSection);
+  if (step == nullptr || step->bytes.size() != 8) {
+    return absl::DataLossError("received state has no 8-byte 'step' section");
+  }
+  int64_t s = 0;
+  std::memcpy(&s, step->bytes.data(), 8);
+  if (s != snap.version.step) {
+    return absl::DataLossError(absl::StrFormat("received state says step %d inside, %s outside", s,
+                                               snap.version.ToString()));
+  }
+  for (const auto& [name, buf] : state_.buffers) {
+    const cluster::StateSection* sec = snap.Find(name);
+    if (sec == nullptr) return absl::DataLossError("received state has no section " + name);
+    if (sec->bytes.size() != buf.size() * sizeof(float)) {
+      return absl::DataLossError(
+          absl::StrFormat("received section %s has %d bytes, this peer's buffer %d", name,
+                          sec->bytes.size(), buf.size() * sizeof(float)));
+    }
+  }
+  for (const auto& [name, buf] : state_.buffers) {
+    const cluster::StateSection* sec = snap.Find(name);
+    if (!sec->bytes.empty()) std::memcpy(buf.data(), sec->bytes.data(), sec->bytes.size());
+  }
+  *state_.step = s;
+  return absl::OkStatus();
+}
+
+void ElasticReducer::DropRing(const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(ring_mu_);
+    live_ring_ = nullptr;
+  }
+  if (inner_) {
+    bytes_before_ += inner_->bytes_sent();
+    inner_.reset();
+    if (!why.empty()) LogDebug("ring of view epoch %d closed: %s", view_.epoch, why);
+  }
+  aborted_.store(false);
+}
+
+void ElasticReducer::MaybeReloadHosts() {
+  if (!options_.watch_signals || !TakeHostsReloadRequest()) return;
+  if (options_.hosts_path.empty()) return;
+  absl::Status st = service_->HostsFileChanged(options_.hosts_path);
+  if (st.ok()) {
+    LogInfo("SIGHUP: re-read hosts file %s", options_.hosts_path);
+  } else {
+    LogWarning("SIGHUP: hosts file %s refused, nothing changes: %s", options_.hosts_path,
+               std::string(st.message()));
+  }
+}
+
+}  // namespace rt::train

@@ -1,0 +1,152 @@
+// ElasticReducer: the GradientReducer of `train --hosts`, a fault-tolerant ring
+// without a master (issue 6, DESIGN invariants 2-5).
+//
+// DESIGN. One net::TcpNode per peer carries everything: the control links of a
+// cluster::MembershipService (heartbeats, views, on their own thread), the ring of
+// each view (TcpRing::Form on RingChannel(view)) and state transfers
+// (StateChannel(epoch)). The training loop consults this reducer at every step
+// boundary (gradient_reducer.h); all cluster work happens there, on the training
+// thread, so the loop itself stays the single-peer loop:
+//   AtStepBoundary: drains membership decisions; without a ring it waits (bounded by
+//     `wait`, logging why) for kInstallView. On an install: drop the old ring; the
+//     agreement's source serves its state (ServeAgreedState) to the members that are
+//     behind; a member behind fetches the agreed state (FetchAgreedState: step,
+//     params, AdamW moments; the data position is the step) and reports SetState, or
+//     StateTransferFailed; then the ring of the view forms and `make_reducer` wraps it
+//     (a RingGradientReducer). kPause/kStopTraining drop the ring; kExcluded discards
+//     the state (reports "no state") so the next view sends a fresh copy; kLeave
+//     stops cleanly.
+//   Abort: decisions are also seen on the control thread (on_decision): a view change
+//     fails the live ring's connections at once, so the collective in flight returns
+//     promptly, StepAborted() stops the micro-batches, and the loop redoes the step in
+//     the next view (at most the interrupted step is lost). A ring failure the
+//     membership did not announce (e.g. one broken ring link) is reported after
+//     `peer_timeout_ms` as a disrupted view (StateTransferFailed with the unchanged
+//     state), which makes the leader propose a new one.
+//   Steps: StepCompleted(step) after every applied step (admissions of joiners happen
+//     at these boundaries); Internal errors (replicas diverged, token count mismatch)
+//     stay fatal; kMaxConsecutiveFailures failed steps in a row are fatal too.
+//   Stop: a signalled peer (stop_signals.h) votes in every step it finishes: the vote
+//     rides in the high bits of the exactly-summed token count (kStopVote), so every
+//     peer that completes step S learns the same verdict and all stop after S; the
+//     leader (and its successor, unless ckpt_shared) checkpoints, all exit 0. A
+//     signalled peer that is not in a training ring announces Leave and stops alone.
+//   Checkpoint duty: cluster::CheckpointDutyOf(view of the last step, self).
+//
+// rank()/peers() are the ring position and size in the current view (1 peer before
+// the first view); epoch() the view's epoch; leader() the leader's hosts-file rank.
+// Thread-safety: like every GradientReducer, call it from the training thread only.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "cluster/membership_service.h"
+#include "cluster/state_transfer.h"
+#include "cluster/view.h"
+#include "net/tcp_node.h"
+#include "net/tcp_ring.h"
+#include "train/gradient_reducer.h"
+
+namespace rt::train {
+
+struct ElasticOptions {
+  std::shared_ptr<net::TcpNode> node;  // started; shared by control, rings and transfers
+  int min_peers = 0;                   // --min-peers (0: a majority of the hosts file)
+  int64_t peer_timeout_ms = 3000;      // --peer-timeout: a silent peer is suspected after this
+  int64_t startup_grace_ms = 10000;    // at start, wait this long for every host
+  // Longest time without a training view (no quorum, waiting to be admitted) before
+  // the peer gives up with an error naming why; also bounds a ring formation that
+  // waits for a state transfer. --wait.
+  absl::Duration wait = absl::Seconds(120);
+  bool ckpt_shared = false;   // --ckpt-shared: only the leader writes checkpoints
+  std::string hosts_path;     // re-read on SIGHUP ("" = never)
+  bool watch_signals = true;  // read stop_signals.h (tests may turn it off)
+  cluster::TransferOptions transfer;
+  // Wraps the formed ring of `view` into the reducer of that view.
+  std::function<absl::StatusOr<std::unique_ptr<GradientReducer>>(std::unique_ptr<net::TcpRing>,
+                                                                 const cluster::View&)>
+      make_reducer;
+};
+
+class ElasticReducer final : public GradientReducer {
+ public:
+  // A stop vote: added to StepTotals::tokens by a signalled peer (a step never has
+  // 2^40 tokens), so the exact sum carries the number of votes in its high bits.
+  static constexpr int64_t kStopVote = int64_t{1} << 40;
+  static constexpr int kMaxConsecutiveFailures = 20;
+
+  // Checks the options; the membership starts at AttachState (it must report the
+  // state this peer loaded).
+  static absl::StatusOr<std::unique_ptr<ElasticReducer>> Create(ElasticOptions options);
+  ~ElasticReducer() override;
+
+  int rank() const override { return position_; }
+  int peers() const override { return size_; }
+  uint64_t epoch() const override { return view_.epoch; }
+  int leader() const override { return leader_rank_; }
+  int host_rank() const { return options_.node->self_rank(); }
+  const cluster::View& view() const { return view_; }
+
+  absl::Status BeginStep(int64_t step, absl::Span<float> grads) override;
+  void OnGradReady(size_t offset) override;
+  absl::Status Finish(StepTotals* totals) override;
+  absl::Status CheckParamHash(int64_t step, uint64_t param_hash) override;
+  uint64_t bytes_sent() const override;
+
+  absl::Status AttachState(const TrainStateRef& state, uint64_t loaded_epoch) override;
+  absl::StatusOr<BoundaryAction> AtStepBoundary() override;
+  bool StepAborted() const override { return aborted_.load(); }
+  absl::Status StepFailed(const absl::Status& error) override;
+  void StepCompleted(int64_t step) override;
+  bool StopAfterThisStep() const override { return stop_after_step_; }
+  bool WritesCheckpoints() const override;
+
+  // The state version this peer holds (what it reports to the membership).
+  cluster::StateVersion version() const { return version_; }
+
+ private:
+  explicit ElasticReducer(ElasticOptions options);
+  void OnDecision(const cluster::Decision& d);  // control thread
+  absl::Status Handle(const cluster::Decision& d);
+  absl::Status Install(const cluster::Decision& d);
+  absl::Status LoadSnapshot(const cluster::StateSnapshot& snap);
+  cluster::StateSource Snapshot();
+  void DropRing(const std::string& why);
+  void MaybeReloadHosts();
+
+  ElasticOptions options_;
+  std::unique_ptr<cluster::MembershipService> service_;
+  cluster::PeerId self_;
+  TrainStateRef state_;
+  cluster::StateVersion version_{0, -1};
+  uint8_t step_bytes_[8] = {};  // the "step" section while serving
+
+  cluster::View view_;  // the view of the current (or last) ring
+  int position_ = 0, size_ = 1, leader_rank_ = 0;
+  std::unique_ptr<GradientReducer> inner_;  // the ring reducer of view_; null = no ring
+  uint64_t bytes_before_ = 0;               // sent by the rings of earlier views
+
+  // Shared with the control thread (abort on a view change).
+  std::mutex ring_mu_;
+  net::TcpRing* live_ring_ = nullptr;  // owned by inner_
+  uint64_t live_epoch_ = 0;            // the epoch of live_ring_'s view
+  std::atomic<bool> aborted_{false};
+
+  bool stop_after_step_ = false;
+  bool left_ = false;
+  int consecutive_failures_ = 0;
+  int64_t failed_at_ms_ = -1;    // an unexplained step failure: report it if no view change
+  int64_t last_step_ms_ = -1;    // when the last step completed (for "seconds lost")
+  int64_t last_step_done_ = -1;  // the highest step count this peer completed
+};
+
+}  // namespace rt::train
