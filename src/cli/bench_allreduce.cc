@@ -1,8 +1,15 @@
 // `ringtrain bench allreduce`: run by every peer of a ring (--hosts, --self or
 // --rank). For each --size (elements; several comma-separated), after
 // --warmup-iters untimed allreduces, times --iters allreduces of a float buffer
-// with the chosen codec (--compress none|bf16|topk:D, --zstd-level) and checks the
-// result of the last one (fails loudly otherwise).
+// with the chosen codec (--compress none|bf16|topk:D|auto, --zstd-level) and checks
+// the result of the last one (fails loudly otherwise).
+//
+// Ring order: the hosts-file order, unless --reorder: then all links are probed
+// first and the ring is re-formed in the computed order (collective::ProbeAndReorder,
+// as `train` does). --compress auto probes too (keeping the hosts-file order without
+// --reorder), calibrates the codecs, and per size plans the fastest predicted codec
+// for one bucket of that size (codec_planner.h with budget 0; the plan's lines are
+// logged and the chosen codec is printed as codec_used).
 //
 // Timing: a barrier precedes every iteration; each peer times its own allreduce;
 // per iteration the MAX over peers is taken (all peers print the same seconds).
@@ -30,6 +37,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,13 +45,17 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "cli/bench_kinds.h"
 #include "cli/bench_size_flag.h"
 #include "cli/common_flags.h"
 #include "collective/bucket_exchange.h"
+#include "collective/codec_calibration.h"
+#include "collective/codec_planner.h"
 #include "collective/codec_spec.h"
+#include "collective/ring_adapter.h"
 #include "collective/ring_allreduce.h"
 #include "collective/small_collectives.h"
 #include "core/aligned_buffer.h"
@@ -55,6 +67,9 @@
 
 ABSL_FLAG(int, iters, 10, "bench allreduce: timed allreduces per size");
 ABSL_FLAG(int, warmup_iters, 2, "bench allreduce: untimed allreduces per size before timing");
+ABSL_FLAG(bool, reorder, false,
+          "bench allreduce: probe every link first and re-form the ring in the computed order "
+          "(default: hosts-file order)");
 
 namespace rt::cli {
 namespace {
@@ -257,8 +272,15 @@ absl::Status Run() {
   if (warmup < 0) return absl::InvalidArgumentError("--warmup-iters must be >= 0");
   ASSIGN_OR_RETURN(std::vector<size_t> sizes, ParseSizes(absl::GetFlag(FLAGS_size)));
   const std::string compress = absl::GetFlag(FLAGS_compress);
-  ASSIGN_OR_RETURN(CodecSpec spec,
-                   collective::ParseCodecSpec(compress, absl::GetFlag(FLAGS_zstd_level)));
+  const bool auto_codec = compress == "auto", reorder = absl::GetFlag(FLAGS_reorder);
+  const int zstd_level = absl::GetFlag(FLAGS_zstd_level);
+  CodecSpec spec;  // auto: chosen per size below
+  if (!auto_codec) {
+    ASSIGN_OR_RETURN(spec, collective::ParseCodecSpec(compress, zstd_level));
+  } else if (zstd_level < 0 || zstd_level > 19) {
+    return absl::InvalidArgumentError("--zstd-level must be in [0, 19]");
+  }
+  const std::string codec_name = auto_codec ? "auto" : spec.ToString();
   if (absl::GetFlag(FLAGS_hosts).empty()) {
     return absl::InvalidArgumentError("--hosts is required (a hosts file, one HOST[:PORT] a line)");
   }
@@ -266,25 +288,67 @@ absl::Status Run() {
   // Peers started with different benchmark arguments are refused at the handshake.
   setup.fingerprint = {{"bench", "allreduce"},
                        {"size", absl::GetFlag(FLAGS_size)},
-                       {"codec", spec.ToString()},
+                       {"codec", absl::StrCat(codec_name, " zstd=", zstd_level)},
+                       {"reorder", reorder ? "yes" : "no"},
                        {"iters", absl::StrCat(warmup, "+", iters)}};
   ASSIGN_OR_RETURN(std::unique_ptr<net::TcpRing> ring, net::JoinRing(setup));
-  const int peers = ring->size(), rank = ring->rank();
   LogInfo(
       "ring formed: %d peers, this peer at position %d; codec %s, %d warm-up + %d timed "
       "iterations per size",
-      peers, rank, spec.ToString(), warmup, iters);
+      ring->size(), ring->rank(), codec_name, warmup, iters);
+
+  collective::RingLinkSummary links;
+  std::string probe_line;
+  if ((auto_codec || reorder) && ring->size() > 1) {
+    collective::ReorderOptions ro;
+    ro.reform = reorder;
+    ASSIGN_OR_RETURN(collective::ReorderResult probed, collective::ProbeAndReorder(*ring, 0, ro));
+    for (const std::string& line : collective::DescribeLinkMatrix(probed.matrix)) {
+      LogInfo("%s", line);
+    }
+    if (probed.ring != nullptr) ring = std::move(probed.ring);
+    links = probed.links;
+    probe_line = absl::StrFormat("  probe: %.2f s; ring in use: %s\n", probed.probe_stats.seconds,
+                                 collective::DescribeRing(probed.matrix, ring->order()));
+    LogInfo("ring in use: %s", collective::DescribeRing(probed.matrix, ring->order()));
+  }
+  std::optional<collective::CodecSpeeds> speeds;
+  if (auto_codec && ring->size() > 1) {
+    collective::CalibrationOptions co;
+    co.zstd_level = zstd_level > 0 ? zstd_level : 1;
+    ASSIGN_OR_RETURN(
+        speeds, collective::AgreeCodecSpeeds(*ring, collective::CalibrateCodecs(co), kTimeout));
+  }
+  const int peers = ring->size(), rank = ring->rank();
 
   std::printf(
       "bench allreduce: %d peers, rank %d, codec %s, %d warm-up + %d timed iterations,\n"
-      "  seconds = mean over iterations of the slowest peer; busbw = algbw*2(N-1)/N\n",
-      peers, rank, spec.ToString().c_str(), warmup, iters);
+      "  seconds = mean over iterations of the slowest peer; busbw = algbw*2(N-1)/N\n%s",
+      peers, rank, codec_name.c_str(), warmup, iters, probe_line.c_str());
   std::printf("  %12s %12s %14s %10s %10s %10s %11s %11s %10s\n", "elements", "bytes", "wire_bytes",
               "ms", "min ms", "max ms", "algbw GB/s", "busbw GB/s", "cpu ms");
   std::fflush(stdout);
   std::vector<SizeResult> results;
+  bool any_topk = spec.kind == CodecKind::kTopK;
   for (size_t n : sizes) {
-    auto r = BenchOneSize(ring.get(), n, spec, warmup, iters);
+    CodecSpec size_spec = spec;
+    if (auto_codec && peers > 1) {
+      collective::PlannerInputs in;
+      in.buckets = {collective::PlanBucket{n, 0}};
+      in.peers = peers;
+      in.bandwidth_bps = links.bottleneck_bps;
+      in.rtt_s = links.max_rtt_s;
+      in.budget_s = 0;  // the fastest predicted exchange
+      in.speeds = *speeds;
+      ASSIGN_OR_RETURN(collective::CodecPlan plan,
+                       collective::PlanCodecs(in, collective::PlannerOptions()));
+      for (const std::string& line : collective::DescribePlan(plan)) {
+        LogInfo("size %d: %s", n, line);
+      }
+      size_spec = plan.buckets[0].spec;
+    }
+    any_topk = any_topk || size_spec.kind == CodecKind::kTopK;
+    auto r = BenchOneSize(ring.get(), n, size_spec, warmup, iters);
     if (!r.ok()) {
       return absl::Status(r.status().code(),
                           absl::StrFormat("size %d: %s", n, r.status().message()));
@@ -295,7 +359,7 @@ absl::Status Run() {
     std::fflush(stdout);
     results.push_back(*r);
   }
-  std::printf("  result check: OK (%s)\n", spec.kind == CodecKind::kTopK
+  std::printf("  result check: OK (%s)\n", any_topk
                                                ? "sum conserved with residuals, identical bytes"
                                                : "exact integer sums on every element");
   std::string all;
@@ -304,9 +368,9 @@ absl::Status Run() {
   }
   std::printf(
       "{%s,\"codec\":\"%s\",\"peers\":%d,\"rank\":%d,\"host_rank\":%d,\"iters\":%d,"
-      "\"warmup_iters\":%d,\"verified\":true,\"results\":[%s]}\n",
-      ResultJson(results.back(), peers).c_str(), spec.ToString().c_str(), peers, rank,
-      ring->host_rank(), iters, warmup, all.c_str());
+      "\"warmup_iters\":%d,\"ring_order\":[%s],\"verified\":true,\"results\":[%s]}\n",
+      ResultJson(results.back(), peers).c_str(), codec_name.c_str(), peers, rank, ring->host_rank(),
+      iters, warmup, absl::StrJoin(ring->order(), ",").c_str(), all.c_str());
   std::fflush(stdout);
   // Leave together: a peer exiting first would make the others' last frames look
   // like a failure.
@@ -330,8 +394,8 @@ int RunBenchAllreduce(const std::vector<std::string>& positional) {
 }
 
 std::vector<std::string> BenchAllreduceFlagNames() {
-  return {"size", "iters", "warmup_iters", "hosts",    "self",
-          "rank", "wait",  "secret_file",  "compress", "zstd_level"};
+  return {"size", "iters",       "warmup_iters", "hosts",      "self",   "rank",
+          "wait", "secret_file", "compress",     "zstd_level", "reorder"};
 }
 
 }  // namespace rt::cli

@@ -3,8 +3,13 @@
 
 #include <omp.h>
 
+#include <cmath>
+
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "collective/codec_spec.h"
 #include "core/cpu_features.h"
 
 ABSL_FLAG(int, layers, 6, "Transformer blocks");
@@ -42,6 +47,12 @@ ABSL_FLAG(std::string, secret_file, "",
 ABSL_FLAG(std::string, compress, "none", "Gradient codec: none|bf16|topk:DENSITY|auto");
 ABSL_FLAG(int, zstd_level, 0, "zstd level on the wire (0 = off)");
 ABSL_FLAG(double, bucket_mb, 25, "Gradient bucket size in MB for overlapped allreduce");
+ABSL_FLAG(int, probe_every, 0,
+          "Probe every link (bandwidth, RTT) and re-order the ring at the first step and "
+          "every N steps; 0 = once at the first step when --compress auto or >= 3 peers");
+ABSL_FLAG(double, comm_budget, 0,
+          "--compress auto: communication may take this fraction of the step's compute "
+          "time (0 = it must hide behind the backward pass)");
 
 namespace rt::cli {
 
@@ -54,6 +65,49 @@ std::vector<std::string> OptimizerFlagNames() {
 }
 std::vector<std::string> RingFlagNames() {
   return {"hosts", "self", "rank", "wait", "secret_file", "compress", "zstd_level", "bucket_mb"};
+}
+
+std::vector<std::string> CommFlagNames() { return {"probe_every", "comm_budget"}; }
+
+absl::StatusOr<std::string> ApplyCommFlags(train::RingReducerOptions* options) {
+  const std::string compress = absl::GetFlag(FLAGS_compress);
+  const int zstd_level = absl::GetFlag(FLAGS_zstd_level);
+  const int probe_every = absl::GetFlag(FLAGS_probe_every);
+  const double comm_budget = absl::GetFlag(FLAGS_comm_budget);
+  if (probe_every < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--probe-every must be >= 0 steps, got %d", probe_every));
+  }
+  if (!std::isfinite(comm_budget) || comm_budget < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--comm-budget must be a fraction of the step time >= 0, got %g", comm_budget));
+  }
+  if (zstd_level < 0 || zstd_level > 19) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--zstd-level must be in [0, 19], got %d", zstd_level));
+  }
+  train::CommOptions& comm = options->comm;
+  comm.probe_every = probe_every;
+  comm.comm_budget = comm_budget;
+  std::string codec;
+  if (compress == "auto") {
+    comm.auto_codec = true;
+    comm.zstd_level = zstd_level > 0 ? zstd_level : 1;
+    options->buckets.codec = collective::CodecSpec();
+    codec = absl::StrFormat("auto zstd=%d", comm.zstd_level);
+  } else {
+    if (comm_budget > 0) {
+      return absl::InvalidArgumentError("--comm-budget applies to --compress auto only");
+    }
+    absl::StatusOr<collective::CodecSpec> spec = collective::ParseCodecSpec(compress, zstd_level);
+    if (!spec.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--compress: ", spec.status().message()));
+    }
+    comm.auto_codec = false;
+    options->buckets.codec = *spec;
+    codec = spec->ToString();
+  }
+  return absl::StrFormat("%s probe_every=%d comm_budget=%g", codec, probe_every, comm_budget);
 }
 
 absl::StatusOr<net::RingSetup> RingSetupFromFlags(const std::string& cluster_id) {

@@ -8,6 +8,7 @@
 #include "absl/flags/declare.h"
 #include "absl/status/statusor.h"
 #include "net/ring_setup.h"
+#include "train/ring_gradient_reducer.h"
 
 // Model shape and execution (train, bench, plan).
 ABSL_DECLARE_FLAG(int, layers);
@@ -45,6 +46,9 @@ ABSL_DECLARE_FLAG(std::string, secret_file);
 ABSL_DECLARE_FLAG(std::string, compress);
 ABSL_DECLARE_FLAG(int, zstd_level);
 ABSL_DECLARE_FLAG(double, bucket_mb);
+// Link probing and automatic codec choice (train; bench allreduce reads --compress auto).
+ABSL_DECLARE_FLAG(int, probe_every);
+ABSL_DECLARE_FLAG(double, comm_budget);
 
 namespace rt::cli {
 
@@ -54,6 +58,16 @@ ModelFlagNames();  // layers heads dim seq_len batch accum precision recompute t
 std::vector<std::string> OptimizerFlagNames();  // lr min_lr warmup weight_decay clip steps seed
 std::vector<std::string>
 RingFlagNames();  // hosts self rank wait secret_file compress zstd_level bucket_mb
+
+std::vector<std::string> CommFlagNames();  // probe_every comm_budget
+
+// --compress none|bf16|topk:D|auto, --zstd-level, --probe-every, --comm-budget into
+// options->buckets.codec and options->comm (channel_salt is left to the caller).
+// auto: comm.auto_codec, buckets.codec = none until the first plan, the planner may
+// use zstd at --zstd-level (1 when 0). Returns a summary for logs and the ring
+// fingerprint (every peer must run the same), e.g.
+// "auto zstd=1 probe_every=0 comm_budget=0". Errors name the flag.
+absl::StatusOr<std::string> ApplyCommFlags(train::RingReducerOptions* options);
 
 // The ring flags (--hosts --self --rank --secret-file --wait) as a RingSetup for
 // `cluster_id`; the caller adds the fingerprint. Error if --wait is not positive.

@@ -48,6 +48,14 @@ void BucketedReducer::SetCodecAll(const CodecSpec& spec) {
   codecs_.assign(buckets_.size(), spec);
 }
 
+absl::Status BucketedReducer::SetRing(net::RingTransport* ring) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (active_) return absl::FailedPreconditionError("bucketed reducer: SetRing during a step");
+  ring_ = ring;
+  broken_ = false;
+  return absl::OkStatus();
+}
+
 absl::Status BucketedReducer::Start(absl::Span<float> grads, int64_t step) {
   std::lock_guard<std::mutex> lock(mu_);
   if (broken_) {
@@ -111,9 +119,10 @@ void BucketedReducer::CommLoop() {
     const CodecSpec spec = codecs_[b];
     absl::Span<float> grads = grads_.subspan(bucket.begin, bucket.end - bucket.begin);
     const int64_t step = step_;
+    net::RingTransport* ring = ring_;
     ExchangeStats stats;
     lock.unlock();
-    absl::Status status = exchanges_[b]->Run(ring_, grads, spec, step, options_.topk_warmup_steps,
+    absl::Status status = exchanges_[b]->Run(ring, grads, spec, step, options_.topk_warmup_steps,
                                              options_.allreduce, &stats);
     lock.lock();
     step_stats_.buckets[b] = stats;

@@ -16,7 +16,8 @@
 // reporting o, nor use the transport (the communication thread owns it). Outside a
 // step the caller may use the transport (e.g. small collectives) on its own thread.
 // After a failed step the reducer refuses further steps (the ring's state is
-// unknown); create a new one over a new transport.
+// unknown) until SetRing gives it a new transport (the residuals of the failed
+// step's unfinished buckets may then miss what was in flight).
 #pragma once
 
 #include <condition_variable>
@@ -70,6 +71,11 @@ class BucketedReducer {
   void SetCodecAll(const CodecSpec& spec);
   const CodecSpec& codec(size_t bucket) const { return codecs_[bucket]; }
 
+  // Between steps: continue on `ring` (re-formed in another order, or another
+  // membership; it must outlive the reducer). Buckets, codecs and error-feedback
+  // residuals are kept. Error during a step.
+  absl::Status SetRing(net::RingTransport* ring);
+
   // Begins a step over `grads` (length floats; stays valid until Finish returns).
   absl::Status Start(absl::Span<float> grads, int64_t step);
   // grads[offset, length) are final. Thread-safe; cheap; offsets may repeat.
@@ -83,7 +89,7 @@ class BucketedReducer {
  private:
   void CommLoop();
 
-  net::RingTransport* ring_;
+  net::RingTransport* ring_;  // guarded by mu_ (read under it by the comm thread)
   const size_t length_;
   const BucketedReducerOptions options_;
   std::vector<Bucket> buckets_;

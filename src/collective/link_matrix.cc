@@ -1,6 +1,7 @@
 // LinkMatrix rows on the wire, and the ring order (with its log line) from a matrix.
 #include "collective/link_matrix.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -118,13 +119,20 @@ absl::Status DecodeLinkRow(absl::Span<const uint8_t> bytes, int expected_index,
 }
 
 absl::StatusOr<RingPlan> PlanRingOrder(const LinkMatrix& m) {
-  ASSIGN_OR_RETURN(RingOrder order, ComputeRingOrder(m.bandwidth_bps, m.rtt_s));
+  ASSIGN_OR_RETURN(RingOrder order, ComputeRingOrder(BandwidthClasses(m.bandwidth_bps), m.rtt_s));
   RingPlan plan;
   for (int i : order.order) plan.host_order.push_back(m.peers[i]);
-  plan.bottleneck_bps = order.bottleneck_bps;
+  plan.bottleneck_bps = SummarizeRing(m, plan.host_order).bottleneck_bps;
   plan.total_rtt_s = order.total_rtt_s;
+  plan.classed = std::move(order);
   plan.description = DescribeRing(m, plan.host_order);
   return plan;
+}
+
+RingOrder ClassedRingOrder(const LinkMatrix& m, const std::vector<int>& host_order) {
+  std::vector<int> index;
+  for (int r : host_order) index.push_back(std::max(0, m.IndexOf(r)));
+  return EvaluateRingOrder(BandwidthClasses(m.bandwidth_bps), m.rtt_s, index);
 }
 
 std::string DescribeRing(const LinkMatrix& m, const std::vector<int>& host_order) {
@@ -143,6 +151,20 @@ std::string DescribeRing(const LinkMatrix& m, const std::vector<int>& host_order
   return absl::StrFormat("ring order %s -> %d: %s; bottleneck %s, rtt sum %.3f ms",
                          absl::StrJoin(host_order, " -> "), host_order[0],
                          absl::StrJoin(speeds, ", "), FormatRate(bottleneck), rtt_sum * 1e3);
+}
+
+std::vector<std::string> DescribeLinkMatrix(const LinkMatrix& m) {
+  std::vector<std::string> lines;
+  for (int i = 0; i < m.size(); ++i) {
+    std::vector<std::string> links;
+    for (int j = 0; j < m.size(); ++j) {
+      if (i == j) continue;
+      links.push_back(absl::StrFormat("->%d %s %.3f ms", m.peers[j],
+                                      FormatRate(m.bandwidth_bps[i][j]), m.rtt_s[i][j] * 1e3));
+    }
+    lines.push_back(absl::StrFormat("links from %d: %s", m.peers[i], absl::StrJoin(links, ", ")));
+  }
+  return lines;
 }
 
 RingLinkSummary SummarizeRing(const LinkMatrix& m, const std::vector<int>& host_order) {

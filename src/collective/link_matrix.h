@@ -43,20 +43,30 @@ std::vector<uint8_t> EncodeLinkRow(const LinkMatrix& m, int index);
 absl::Status DecodeLinkRow(absl::Span<const uint8_t> bytes, int expected_index,
                            const std::string& from, LinkMatrix* m);
 
-// A ring order in hosts-file ranks, chosen from the matrix by ComputeRingOrder
-// (max bottleneck, then min total RTT; deterministic).
+// A ring order in hosts-file ranks, chosen by ComputeRingOrder on the bandwidth
+// classes of the matrix (BandwidthClasses: measurement noise must not decide; max
+// bottleneck class, then fewest links in it, then min total RTT; deterministic).
 struct RingPlan {
   std::vector<int> host_order;  // hosts-file ranks in ring order, starting at peers[0]
-  double bottleneck_bps = 0;    // slowest link along the ring (bytes/s)
+  double bottleneck_bps = 0;    // slowest measured link along the ring (bytes/s)
   double total_rtt_s = 0;
+  RingOrder classed;        // the objective on the classes (order = matrix indices)
   std::string description;  // DescribeRing(...) of host_order
 };
 absl::StatusOr<RingPlan> PlanRingOrder(const LinkMatrix& m);
+
+// The ring objective of `host_order` (hosts-file ranks, all members of m) on the
+// bandwidth classes of m: what PlanRingOrder optimises, to compare another order.
+RingOrder ClassedRingOrder(const LinkMatrix& m, const std::vector<int>& host_order);
 
 // "ring order 0 -> 2 -> 1 -> 3 -> 0: 118 MB/s, 940 MB/s, 931 MB/s, 120 MB/s;
 //  bottleneck 118 MB/s, rtt sum 0.21 ms" for hosts-file ranks `host_order`
 // (each link's speed in the ring's send direction; MB = 10^6 bytes).
 std::string DescribeRing(const LinkMatrix& m, const std::vector<int>& host_order);
+
+// One line per peer of the matrix, its outgoing links in hosts-file ranks:
+// "links from 2: ->0 118 MB/s 0.210 ms, ->1 11 MB/s 0.380 ms, ..."
+std::vector<std::string> DescribeLinkMatrix(const LinkMatrix& m);
 
 // Bottleneck (bytes/s) and the largest RTT (s) of the ring `host_order`: what the
 // codec planner needs to predict a ring collective's time.

@@ -281,13 +281,22 @@ absl::StatusOr<LinkMatrix> ProbeLinks(net::TcpNode& node, net::RingTransport& ri
     const absl::Time deadline = absl::Now() + options.timeout;
     auto pending = dialer ? node.ConnectTo(peers[partner], options.channel, deadline)
                           : node.AcceptFrom(peers[partner], options.channel, deadline);
-    if (!pending->Wait(options.timeout + absl::Seconds(1))) {
-      pending->Cancel();
-      return absl::DeadlineExceededError(
-          absl::StrFormat("link probe: no link to %s within %s (%s)", node.PeerName(peers[partner]),
-                          absl::FormatDuration(options.timeout), pending->Describe()));
+    // Wait in slices so an abort is noticed within ~0.1 s.
+    const absl::Time give_up = deadline + absl::Seconds(1);
+    while (!pending->Wait(absl::Milliseconds(100))) {
+      if (options.abort != nullptr && options.abort->aborted()) {
+        pending->Cancel();
+        return options.abort->status();
+      }
+      if (absl::Now() >= give_up) {
+        pending->Cancel();
+        return absl::DeadlineExceededError(absl::StrFormat(
+            "link probe: no link to %s within %s (%s)", node.PeerName(peers[partner]),
+            absl::FormatDuration(options.timeout), pending->Describe()));
+      }
     }
     ASSIGN_OR_RETURN(std::unique_ptr<net::Link> link, pending->Take());
+    AbortWatch abort_watch(options.abort, &link->connection());
     PairProbe probe(*link, options);
     double rtt = 0, bw_out = 0, bw_in = 0;
     RETURN_IF_ERROR(dialer ? probe.RunDialer(&rtt, &bw_out, &bw_in)

@@ -33,6 +33,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "collective/abort_signal.h"
 #include "collective/link_matrix.h"
 #include "net/ring_transport.h"
 #include "net/tcp_node.h"
@@ -53,6 +54,7 @@ struct ProbeOptions {
   size_t max_chunk_bytes = size_t{1} << 20;             // stream frame size (at most; >= 16 chunks)
   absl::Duration stream_time = absl::Milliseconds(40);  // target per direction and pair
   absl::Duration timeout = absl::Seconds(30);           // per link setup and per receive
+  AbortSignal* abort = nullptr;  // optional: Abort() makes the probe fail promptly
 };
 
 // Round r of the tournament for n peers: disjoint pairs (a, b), a < b, of indices

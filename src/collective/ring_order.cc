@@ -37,10 +37,10 @@ absl::Status ValidateMatrices(const Matrix& bw, const Matrix& rtt) {
   return absl::OkStatus();
 }
 
-// a better than b: higher bottleneck, then lower RTT, then lexicographically smaller.
+// a better than b: the objective, then lexicographically smaller.
 bool Better(const RingOrder& a, const RingOrder& b) {
-  if (a.bottleneck_bps != b.bottleneck_bps) return a.bottleneck_bps > b.bottleneck_bps;
-  if (a.total_rtt_s != b.total_rtt_s) return a.total_rtt_s < b.total_rtt_s;
+  if (RingOrderBetter(a, b)) return true;
+  if (RingOrderBetter(b, a)) return false;
   return a.order < b.order;
 }
 
@@ -74,25 +74,10 @@ std::vector<int> GreedyFrom(const Matrix& bw, const Matrix& rtt, int start) {
   return order;
 }
 
-// Links running at exactly the bottleneck bandwidth. Fewer is progress toward a
-// higher bottleneck even while the bottleneck itself does not move yet.
-int LinksAtBottleneck(const Matrix& bw, const RingOrder& r) {
-  const size_t n = r.order.size();
-  int count = 0;
-  for (size_t i = 0; i < n; ++i) count += bw[r.order[i]][r.order[(i + 1) % n]] == r.bottleneck_bps;
-  return count;
-}
-
-// Local search objective: bottleneck, then fewer links at it, then RTT.
-bool SearchBetter(const Matrix& bw, const RingOrder& a, const RingOrder& b) {
-  if (a.bottleneck_bps != b.bottleneck_bps) return a.bottleneck_bps > b.bottleneck_bps;
-  const int la = LinksAtBottleneck(bw, a), lb = LinksAtBottleneck(bw, b);
-  if (la != lb) return la < lb;
-  return a.total_rtt_s < b.total_rtt_s;
-}
-
 // First-improvement local search: 2-opt segment reversals and single-peer moves,
-// repeated until no move improves (bounded number of rounds).
+// repeated until no move improves (bounded number of rounds). The ring objective
+// guides it: fewer links at the bottleneck is progress toward a higher bottleneck
+// even while the bottleneck itself does not move yet.
 RingOrder LocalSearch(const Matrix& bw, const Matrix& rtt, RingOrder cur) {
   const int n = static_cast<int>(cur.order.size());
   for (int round = 0; round < 100; ++round) {
@@ -102,7 +87,7 @@ RingOrder LocalSearch(const Matrix& bw, const Matrix& rtt, RingOrder cur) {
         std::vector<int> cand = cur.order;
         std::reverse(cand.begin() + i, cand.begin() + j + 1);
         RingOrder c = EvaluateRingOrder(bw, rtt, cand);
-        if (SearchBetter(bw, c, cur)) cur = c, improved = true;
+        if (RingOrderBetter(c, cur)) cur = c, improved = true;
       }
     }
     for (int i = 1; i < n && !improved; ++i) {
@@ -113,7 +98,7 @@ RingOrder LocalSearch(const Matrix& bw, const Matrix& rtt, RingOrder cur) {
         cand.erase(cand.begin() + i);
         cand.insert(cand.begin() + j, peer);
         RingOrder c = EvaluateRingOrder(bw, rtt, cand);
-        if (SearchBetter(bw, c, cur)) cur = c, improved = true;
+        if (RingOrderBetter(c, cur)) cur = c, improved = true;
       }
     }
     if (!improved) break;
@@ -182,6 +167,35 @@ std::vector<int> HighBottleneckRing(const Matrix& bw) {
 
 }  // namespace
 
+bool RingOrderBetter(const RingOrder& a, const RingOrder& b) {
+  if (a.bottleneck_bps != b.bottleneck_bps) return a.bottleneck_bps > b.bottleneck_bps;
+  if (a.bottleneck_links != b.bottleneck_links) return a.bottleneck_links < b.bottleneck_links;
+  return a.total_rtt_s < b.total_rtt_s;
+}
+
+Matrix BandwidthClasses(const Matrix& bw, double ratio) {
+  const size_t n = bw.size();
+  std::vector<double> values;
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j < bw[i].size(); ++j)
+      if (i != j) values.push_back(bw[i][j]);
+  std::sort(values.begin(), values.end());
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+  std::vector<double> floor(values.size());  // class minimum of each distinct value
+  for (size_t k = 0; k < values.size(); ++k) {
+    const bool starts = k == 0 || floor[k - 1] <= 0 || values[k] > ratio * floor[k - 1];
+    floor[k] = starts ? values[k] : floor[k - 1];
+  }
+  Matrix out = bw;
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j < out[i].size(); ++j) {
+      if (i == j) continue;
+      const size_t k = std::lower_bound(values.begin(), values.end(), bw[i][j]) - values.begin();
+      out[i][j] = floor[k];
+    }
+  return out;
+}
+
 RingOrder EvaluateRingOrder(const Matrix& bw, const Matrix& rtt, const std::vector<int>& order) {
   RingOrder r;
   r.order = order;
@@ -192,6 +206,9 @@ RingOrder EvaluateRingOrder(const Matrix& bw, const Matrix& rtt, const std::vect
     int a = order[i], b = order[(i + 1) % n];
     r.bottleneck_bps = std::min(r.bottleneck_bps, bw[a][b]);
     r.total_rtt_s += rtt[a][b];
+  }
+  for (size_t i = 0; i < n; ++i) {
+    r.bottleneck_links += bw[order[i]][order[(i + 1) % n]] == r.bottleneck_bps;
   }
   return r;
 }

@@ -1,6 +1,7 @@
 // The ring's GradientReducer (see ring_gradient_reducer.h).
 #include "train/ring_gradient_reducer.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <string>
@@ -8,7 +9,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "collective/link_matrix.h"
 #include "collective/small_collectives.h"
+#include "core/clock.h"
 #include "core/log.h"
 #include "core/status_macros.h"
 #include "train/param_hash.h"
@@ -53,43 +56,224 @@ RingGradientReducer::RingGradientReducer(std::unique_ptr<net::RingTransport> rin
       options_(std::move(options)),
       transport_bytes_(std::move(bytes_sent)) {}
 
-RingGradientReducer::~RingGradientReducer() = default;
+RingGradientReducer::RingGradientReducer(std::unique_ptr<net::TcpRing> ring,
+                                         RingReducerOptions options)
+    : options_(std::move(options)) {
+  net::TcpRing* tcp = ring.get();
+  UseRing(std::move(ring), tcp);
+}
+
+RingGradientReducer::~RingGradientReducer() {
+  buckets_.reset();  // its communication thread may still point at the ring
+  watch_next_.reset();
+  watch_prev_.reset();
+}
+
+void RingGradientReducer::UseRing(std::unique_ptr<net::RingTransport> ring, net::TcpRing* tcp) {
+  // Unregister the old ring's connections before it is destroyed (below).
+  watch_next_.reset();
+  watch_prev_.reset();
+  if (tcp != nullptr && tcp->next_link() != nullptr) {
+    watch_next_ =
+        std::make_unique<collective::AbortWatch>(abort_.get(), &tcp->next_link()->connection());
+  }
+  if (tcp != nullptr && tcp->prev_link() != nullptr) {
+    watch_prev_ =
+        std::make_unique<collective::AbortWatch>(abort_.get(), &tcp->prev_link()->connection());
+  }
+  if (tcp_ != nullptr) retired_bytes_ += tcp_->bytes_sent();
+  tcp_ = tcp;
+  ring_ = std::move(ring);
+  transport_bytes_ = nullptr;
+}
+
+void RingGradientReducer::Abort(const absl::Status& why) { abort_->Abort(why); }
+
+std::vector<int> RingGradientReducer::ring_order() const {
+  return tcp_ != nullptr ? tcp_->order() : std::vector<int>();
+}
+
+void RingGradientReducer::ResetPlanning() {
+  probed_ = false;
+  probe_index_ = 0;
+  last_probe_step_ = 0;
+  links_ = collective::RingLinkSummary();
+  speeds_.reset();
+  plan_.reset();
+  measured_backward_s_ = measured_compute_s_ = -1;
+}
+
+absl::Status RingGradientReducer::ReplaceRing(std::unique_ptr<net::TcpRing> ring,
+                                              uint64_t channel_salt) {
+  if (in_step_) return absl::FailedPreconditionError("ReplaceRing during a step");
+  if (ring == nullptr) return absl::InvalidArgumentError("ReplaceRing: no ring");
+  if (buckets_ != nullptr) RETURN_IF_ERROR(buckets_->SetRing(ring.get()));
+  net::TcpRing* tcp = ring.get();
+  UseRing(std::move(ring), tcp);
+  options_.comm.channel_salt = channel_salt;
+  // A peer that joins with this ring starts from a fresh reducer: forget everything
+  // the ring's peers would not hold alike (probe count, agreed speeds, plan, timings).
+  ResetPlanning();
+  return absl::OkStatus();
+}
+
+bool RingGradientReducer::ProbeDue(int64_t step) const {
+  const CommOptions& c = options_.comm;
+  if (tcp_ == nullptr || peers() < 2) return false;
+  if (!probed_) return c.probe_every > 0 || c.auto_codec || peers() >= 3;
+  return c.probe_every > 0 && step - last_probe_step_ >= c.probe_every;
+}
+
+absl::Status RingGradientReducer::Probe() {
+  collective::ReorderOptions o = options_.comm.probe;
+  o.salt = options_.comm.channel_salt;
+  o.reform = options_.comm.reorder;
+  o.probe.abort = abort_.get();
+  const int before = rank();
+  Stopwatch watch;
+  ASSIGN_OR_RETURN(collective::ReorderResult r,
+                   collective::ProbeAndReorder(*tcp_, probe_index_++, o));
+  retired_bytes_ += r.probe_stats.bytes_streamed;
+  for (const std::string& line : collective::DescribeLinkMatrix(r.matrix)) LogInfo("%s", line);
+  if (r.ring != nullptr) {
+    RETURN_IF_ERROR(buckets_->SetRing(r.ring.get()));
+    net::TcpRing* tcp = r.ring.get();
+    UseRing(std::move(r.ring), tcp);  // the old ring closes here
+  }
+  links_ = r.links;
+  probed_ = true;
+  last_probe_step_ = step_;
+  LogInfo(
+      "link probe %d at step %d: %.2f s (%d rounds); ring in use: %s; this peer at position "
+      "%d (was %d)",
+      probe_index_ - 1, step_ + 1, watch.ElapsedSeconds(), r.probe_stats.rounds,
+      collective::DescribeRing(r.matrix, tcp_->order()), rank(), before);
+  return absl::OkStatus();
+}
+
+absl::Status RingGradientReducer::PlanCodecs() {
+  const CommOptions& c = options_.comm;
+  if (peers() < 2) return absl::OkStatus();  // alone: nothing travels
+  if (tcp_ == nullptr || !probed_) {
+    return absl::FailedPreconditionError(
+        "--compress auto needs measured links: a TCP ring that has been probed");
+  }
+  if (!speeds_) {
+    if (!my_speeds_) {
+      collective::CalibrationOptions co = c.calibration;
+      co.zstd_level = c.zstd_level;
+      Stopwatch watch;
+      my_speeds_ = collective::CalibrateCodecs(co);
+      LogInfo("codec calibration: %.2f s on %.1fM floats", watch.ElapsedSeconds(), co.floats / 1e6);
+    }
+    ASSIGN_OR_RETURN(speeds_, collective::AgreeCodecSpeeds(*ring_, *my_speeds_, options_.timeout));
+    const collective::CodecSpeeds& s = *speeds_;
+    LogInfo(
+        "codec speeds (slowest peer): top-k select %.2f GB/s, encode %.0f M/s, decode %.0f M/s, "
+        "bf16 %.2f GB/s, add %.2f GB/s, zstd-%d %.0f/%.0f MB/s",
+        s.select_bps / 1e9, s.encode_eps / 1e6, s.decode_eps / 1e6, s.bf16_bps / 1e9,
+        s.add_bps / 1e9, s.zstd_level, s.zstd_compress_bps / 1e6, s.zstd_decompress_bps / 1e6);
+  }
+  collective::PlannerInputs in;
+  for (const collective::BucketedReducer::Bucket& b : buckets_->buckets()) {
+    collective::PlanBucket pb;
+    pb.floats = b.end - b.begin;
+    for (const collective::IndexRange& r : options_.buckets.dense_ranges) {
+      const size_t lo = std::max(r.begin, b.begin), hi = std::min(r.end, b.end);
+      if (lo < hi) pb.dense_floats += hi - lo;
+    }
+    in.buckets.push_back(pb);
+  }
+  in.peers = peers();
+  in.bandwidth_bps = links_.bottleneck_bps;
+  in.rtt_s = links_.max_rtt_s;
+  // The first step has no measurement: plan the fastest exchange (budget 0).
+  if (c.comm_budget > 0) {
+    in.budget_s = measured_compute_s_ > 0 ? c.comm_budget * measured_compute_s_ : 0;
+  } else {
+    in.budget_s = std::max(0.0, measured_backward_s_);
+  }
+  in.speeds = *speeds_;
+  bool replanned = true;
+  absl::StatusOr<collective::CodecPlan> plan =
+      plan_ ? collective::Replan(*plan_, in, c.planner, &replanned)
+            : collective::PlanCodecs(in, c.planner);
+  RETURN_IF_ERROR(plan.status());
+  if (replanned) {
+    for (size_t b = 0; b < plan->buckets.size(); ++b) buckets_->SetCodec(b, plan->buckets[b].spec);
+    for (const std::string& line : collective::DescribePlan(*plan)) {
+      LogInfo("step %d: %s", step_ + 1, line);
+    }
+  }
+  plan_ = *std::move(plan);
+  return absl::OkStatus();
+}
 
 absl::Status RingGradientReducer::BeginStep(int64_t step, absl::Span<float> grads) {
+  RETURN_IF_ERROR(abort_->status());
+  if (finish_return_ns_ >= 0) update_s_ = static_cast<double>(NowNs() - finish_return_ns_) * 1e-9;
   if (buckets_ == nullptr || grads.size() != length_) {
     length_ = grads.size();
     buckets_ =
         std::make_unique<collective::BucketedReducer>(ring_.get(), length_, options_.buckets);
+    plan_.reset();
     LogInfo("gradient buckets: %d of up to %.3g MiB over %.2fM floats, codec %s",
             buckets_->buckets().size(), options_.buckets.bucket_bytes / 1048576.0, length_ / 1e6,
-            options_.buckets.codec.ToString());
+            options_.comm.auto_codec ? std::string("auto") : options_.buckets.codec.ToString());
   }
   step_ = step;
+  if (ProbeDue(step)) {
+    RETURN_IF_ERROR(WithContext(Probe(), absl::StrFormat("step %d: probing links", step + 1)));
+  }
+  if (options_.comm.auto_codec) {
+    RETURN_IF_ERROR(
+        WithContext(PlanCodecs(), absl::StrFormat("step %d: planning codecs", step + 1)));
+  }
+  begin_ns_ = NowNs();
+  first_ready_ns_ = ready0_ns_ = -1;
   RETURN_IF_ERROR(WithContext(buckets_->Start(grads, step), absl::StrCat("step ", step + 1)));
   in_step_ = true;
   return absl::OkStatus();
 }
 
 void RingGradientReducer::OnGradReady(size_t offset) {
-  if (in_step_) buckets_->GradReady(offset);
+  if (!in_step_) return;
+  if (first_ready_ns_ < 0 || offset == 0) {
+    const int64_t now = NowNs();
+    if (first_ready_ns_ < 0) first_ready_ns_ = now;
+    if (offset == 0) ready0_ns_ = now;
+  }
+  buckets_->GradReady(offset);
 }
 
 absl::Status RingGradientReducer::Finish(StepTotals* totals) {
   if (!in_step_) return absl::FailedPreconditionError("Finish without BeginStep");
   in_step_ = false;
+  // This peer's timings of the step, summed over peers with the totals below:
+  // backward window (first OnGradReady -> OnGradReady(0)) and compute time (this
+  // step's BeginStep -> Finish plus the previous step's Finish -> BeginStep).
+  const int64_t finish_ns = NowNs();
+  const double backward_s = first_ready_ns_ >= 0 && ready0_ns_ >= first_ready_ns_
+                                ? static_cast<double>(ready0_ns_ - first_ready_ns_) * 1e-9
+                                : 0.0;
+  const double compute_s = static_cast<double>(finish_ns - begin_ns_) * 1e-9 + update_s_;
   collective::ReduceStepStats stats;
   RETURN_IF_ERROR(WithContext(buckets_->Finish(&stats),
                               absl::StrFormat("step %d: gradient allreduce", step_ + 1)));
   counted_bytes_ += stats.bytes_sent;
   last_stats_ = std::move(stats);
 
-  // Loss and token counts: exact sums in rank order (tokens < 2^53 are exact doubles).
-  double values[2] = {totals->loss_sum, static_cast<double>(totals->tokens)};
+  // Loss and token counts: exact sums in rank order (tokens < 2^53 are exact doubles);
+  // the timings ride along, so every peer holds the same means for the next plan.
+  double values[4] = {totals->loss_sum, static_cast<double>(totals->tokens), backward_s, compute_s};
   RETURN_IF_ERROR(WithContext(collective::AllreduceSumF64(ring_.get(), values, options_.timeout),
                               absl::StrFormat("step %d: summing loss and tokens", step_ + 1)));
   counted_bytes_ += sizeof(values) * static_cast<uint64_t>(peers() - 1);
   totals->loss_sum = values[0];
   totals->tokens = static_cast<int64_t>(values[1]);
+  measured_backward_s_ = values[2] / peers();
+  measured_compute_s_ = values[3] / peers();
+  finish_return_ns_ = NowNs();
   return absl::OkStatus();
 }
 
@@ -149,6 +333,7 @@ absl::Status RingGradientReducer::SyncState(int64_t* step,
 }
 
 uint64_t RingGradientReducer::bytes_sent() const {
+  if (tcp_ != nullptr) return retired_bytes_ + tcp_->bytes_sent();
   return transport_bytes_ ? transport_bytes_() : counted_bytes_;
 }
 

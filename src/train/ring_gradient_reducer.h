@@ -9,6 +9,28 @@
 // waited. Parameter hashes are compared with an allgather every `check_every` steps;
 // a mismatch is an error naming the step and the peers on each side.
 //
+// Communication planning (issue 5; options.comm), only with a TCP ring (the
+// constructor taking net::TcpRing): inside BeginStep, at step boundaries only,
+//   - probe + re-order: at the first step and every comm.probe_every steps (and at the
+//     first step after ReplaceRing), every peer probes all links of the ring's members
+//     (collective::ProbeAndReorder) and the ring may be re-formed in the computed
+//     order: rank() can change inside BeginStep (callers read it after BeginStep);
+//   - auto codec (comm.auto_codec): codec speeds are calibrated once and agreed (the
+//     slowest peer's figures), then every step the planner picks a codec per bucket
+//     (collective::PlanCodecs at the first plan, then collective::Replan with
+//     hysteresis) from the ring's bottleneck bandwidth and largest RTT, the agreed
+//     speeds and a budget: the backward window of the previous step (mean over peers
+//     of the time from this peer's first OnGradReady to OnGradReady(0), i.e. the
+//     backward pass during which buckets can be sent), or, when comm.comm_budget > 0,
+//     comm_budget x the previous step's compute time (mean over peers of the step's
+//     wall time minus the time Finish waited). The first step has no measurement: it
+//     is planned with budget 0, i.e. the fastest predicted exchange per bucket.
+//     Measurements travel in Finish's exact sum, so every peer plans from identical
+//     inputs and gets the identical plan; plans are logged (DescribePlan) whenever
+//     they change, the ring order and each link's speed after every probe.
+// Error feedback residuals live in the bucket exchanges, which survive re-plans and
+// re-formed rings (each peer keeps its own residual; a codec change folds it in).
+//
 // Threads: all methods run on the training thread; the transport is used by the
 // bucketed reducer's thread only between BeginStep and Finish, and by small
 // collectives (on the training thread) outside that window.
@@ -22,16 +44,43 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "collective/abort_signal.h"
 #include "collective/bucketed_reducer.h"
+#include "collective/codec_calibration.h"
+#include "collective/codec_planner.h"
+#include "collective/ring_adapter.h"
 #include "net/ring_transport.h"
+#include "net/tcp_ring.h"
 #include "train/gradient_reducer.h"
 
 namespace rt::train {
+
+// Link probing, ring order and automatic codec choice (`--compress auto`,
+// `--probe-every`, `--comm-budget`; see the file comment). Equal on every peer.
+struct CommOptions {
+  bool auto_codec = false;  // plan a codec per bucket (buckets.codec is then ignored)
+  // > 0: probe links (and re-order the ring) at the first step and every N steps.
+  // 0: probe once, at the first step, when auto_codec or the ring has >= 3 peers
+  // (with 2 peers the order cannot matter), never afterwards. < 0 is refused.
+  int probe_every = 0;
+  // auto: communication may take this fraction of the step's compute time; 0 = it
+  // must hide behind the backward pass.
+  double comm_budget = 0;
+  // Mixed into every probe and re-form channel (ELASTIC: cluster::RingChannel(view)),
+  // so rings of different cluster views never share a link.
+  uint64_t channel_salt = 0;
+  int zstd_level = 1;   // auto: zstd level the planner may use where it pays (0 = never)
+  bool reorder = true;  // false: probe (for the planner) but keep the ring's order
+  collective::ReorderOptions probe;            // probe timing, re-form wait, hysteresis
+  collective::CalibrationOptions calibration;  // zstd_level is set from zstd_level above
+  collective::PlannerOptions planner;          // density ladder, hysteresis
+};
 
 struct RingReducerOptions {
   collective::BucketedReducerOptions buckets;   // bucket size, codec, dense ranges, timeouts
   int check_every = 10;                         // compare param hashes every N steps (0 = never)
   absl::Duration timeout = absl::Seconds(120);  // small collectives: per receive
+  CommOptions comm;                             // probing / ring order / auto codec
 };
 
 class RingGradientReducer final : public GradientReducer {
@@ -39,9 +88,33 @@ class RingGradientReducer final : public GradientReducer {
   // `ring` is owned (e.g. a net::TcpRing from JoinRing). `bytes_sent` (optional)
   // reports the transport's payload bytes sent so far; without it the reducer counts
   // the gradient bytes of its buckets only.
+  // No probing, re-ordering or auto codec over a generic transport (in-process tests):
+  // options.comm.auto_codec must be false and probing never happens.
   RingGradientReducer(std::unique_ptr<net::RingTransport> ring, RingReducerOptions options,
                       std::function<uint64_t()> bytes_sent = {});
+  // A TCP ring: probing, re-ordering and auto codec as options.comm says; bytes_sent()
+  // counts the payload bytes of every ring this reducer used, plus probe streams.
+  RingGradientReducer(std::unique_ptr<net::TcpRing> ring, RingReducerOptions options);
   ~RingGradientReducer() override;
+
+  // Between steps (after Finish, before the next BeginStep): continue on `ring` (a
+  // new cluster view: other members and/or order) whose re-form channels are salted
+  // with `channel_salt`. Residuals are kept; the next BeginStep probes again when
+  // probing is on (the links changed) and re-plans.
+  absl::Status ReplaceRing(std::unique_ptr<net::TcpRing> ring, uint64_t channel_salt);
+
+  // Any thread, idempotent: fails the connections of the ring in use and of a probe
+  // in progress with `why`, so BeginStep / Finish / CheckParamHash / SyncState return
+  // an error promptly (a ring re-form in progress ends within its form wait, at most
+  // comm.probe.form_wait). Afterwards the reducer is only destroyed.
+  void Abort(const absl::Status& why);
+
+  // The ring order in hosts-file ranks (TCP ring; empty otherwise) and the current
+  // codec plan (null before the first auto plan).
+  std::vector<int> ring_order() const;
+  const collective::CodecPlan* plan() const { return plan_ ? &*plan_ : nullptr; }
+  // The bucketed reducer (codecs, residuals; null before the first step).
+  const collective::BucketedReducer* bucketed() const { return buckets_.get(); }
 
   int rank() const override { return ring_->rank(); }
   int peers() const override { return ring_->size(); }
@@ -57,9 +130,35 @@ class RingGradientReducer final : public GradientReducer {
   const collective::ReduceStepStats& last_stats() const { return last_stats_; }
 
  private:
+  bool ProbeDue(int64_t step) const;
+  absl::Status Probe();
+  absl::Status PlanCodecs();
+  void ResetPlanning();  // forget probes, speeds, plans and measurements (new ring)
+  void UseRing(std::unique_ptr<net::RingTransport> ring, net::TcpRing* tcp);  // + abort watch
+
+  // Abort: the signal, and the watches of the ring in use (training thread only).
+  std::unique_ptr<collective::AbortSignal> abort_ = std::make_unique<collective::AbortSignal>();
+  std::unique_ptr<collective::AbortWatch> watch_next_, watch_prev_;
+
   std::unique_ptr<net::RingTransport> ring_;
-  const RingReducerOptions options_;
+  net::TcpRing* tcp_ = nullptr;  // ring_ when it is a TCP ring
+  RingReducerOptions options_;
   std::function<uint64_t()> transport_bytes_;
+  uint64_t retired_bytes_ = 0;  // TCP: bytes of rings replaced, and of probe streams
+  // Probing and planning state (identical on every peer: same inputs, same order).
+  bool probed_ = false;       // since the start or the last ReplaceRing
+  uint64_t probe_index_ = 0;  // probes on this ring's salt so far (channels derive from it)
+  int64_t last_probe_step_ = 0;
+  collective::RingLinkSummary links_;
+  std::optional<collective::CodecSpeeds> my_speeds_;  // this peer's calibration
+  std::optional<collective::CodecSpeeds> speeds_;     // agreed over the ring
+  std::optional<collective::CodecPlan> plan_;
+  // Timings (NowNs) of the running step on this peer; -1 = not yet.
+  int64_t begin_ns_ = -1, first_ready_ns_ = -1, ready0_ns_ = -1, finish_return_ns_ = -1;
+  double update_s_ = 0;  // previous step on this peer: Finish return -> next BeginStep
+  // Means over peers of the previous step (Finish's exact sum); -1 = no measurement.
+  double measured_backward_s_ = -1;
+  double measured_compute_s_ = -1;
   std::unique_ptr<collective::BucketedReducer> buckets_;  // created at the first step
   size_t length_ = 0;
   int64_t step_ = 0;

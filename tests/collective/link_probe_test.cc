@@ -172,7 +172,9 @@ TEST_CASE("ring plan: described with each link's speed, same order from the same
         std::set<int>(m.peers.begin(), m.peers.end()));
   auto exact = ComputeRingOrderExact(m.bandwidth_bps, m.rtt_s);
   REQUIRE(exact.ok());
-  CHECK(a->bottleneck_bps == exact->bottleneck_bps);
+  // Planned on bandwidth classes at most a factor 2 wide: within 2x of the best.
+  CHECK(a->bottleneck_bps <= exact->bottleneck_bps);
+  CHECK(a->bottleneck_bps * 2 >= exact->bottleneck_bps);
   INFO(a->description);
   CHECK(a->description.rfind("ring order 1 -> ", 0) == 0);
   CHECK(a->description.find("bottleneck") != std::string::npos);

@@ -129,7 +129,7 @@ TEST_CASE("a param_hash mismatch names the step and the peers on each side") {
 }
 
 TEST_CASE("SyncState gives every peer rank 0's step and state -- broadcast is exact") {
-  auto reducers = MakeReducers(3, {});
+  auto reducers = MakeReducers(3, RingReducerOptions());
   std::vector<std::vector<float>> a(3), b(3);
   int64_t steps[3] = {40, 0, 40};
   for (int r = 0; r < 3; ++r) {
