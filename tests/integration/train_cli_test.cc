@@ -91,7 +91,7 @@ TEST_CASE("train writes step lines, metrics and a checkpoint -- eval reads them 
   CHECK(Contains(s.err, "no tokenizer"));
 }
 
-TEST_CASE("train 4 steps + resume to 8 equals 8 steps (param_hash)") {
+TEST_CASE("train 4 steps + resume (the default) to 8 equals 8 steps (param_hash)") {
   TempDir dir;
   WriteData(dir / "data");
   // A constant learning rate (min-lr = lr) makes the schedule independent of --steps.
@@ -103,9 +103,15 @@ TEST_CASE("train 4 steps + resume to 8 equals 8 steps (param_hash)") {
       Concat(flags, {"--steps=4", "--ckpt-dir", dir / "ckpt", "--metrics", dir / "part.jsonl"}),
       dir.path());
   REQUIRE(first.exit_code == 0);
-  RunResult second = RunRingtrain(Concat(flags, {"--steps=8", "--ckpt-dir", dir / "ckpt",
-                                                 "--resume", "--metrics", dir / "part.jsonl"}),
-                                  dir.path());
+  // --resume=false refuses a directory that holds a checkpoint, and changes nothing.
+  RunResult refused = RunRingtrain(
+      Concat(flags, {"--steps=8", "--ckpt-dir", dir / "ckpt", "--resume=false"}), dir.path());
+  CHECK(refused.exit_code == 1);
+  CHECK(Contains(refused.err, "--resume=false"));
+  // Without a flag, training continues from the checkpoint.
+  RunResult second = RunRingtrain(
+      Concat(flags, {"--steps=8", "--ckpt-dir", dir / "ckpt", "--metrics", dir / "part.jsonl"}),
+      dir.path());
   INFO(second.err);
   REQUIRE(second.exit_code == 0);
   CHECK(Contains(second.err, "resumed from"));
@@ -141,7 +147,6 @@ TEST_CASE("bad input: a clear message and a non-zero exit code") {
        {"--data", dir / "data", "--seq-len=10000"},
        "fewer than one window"},
       {"unknown flag", {"--data", dir / "data", "--stepz=3"}, "unknown flag --stepz"},
-      {"resume without ckpt dir", {"--data", dir / "data", "--resume"}, "--ckpt-dir"},
   };
   for (const Case& c : cases) {
     RunResult r = train(c.args);
