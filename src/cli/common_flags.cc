@@ -49,7 +49,8 @@ ABSL_FLAG(int, zstd_level, 0, "zstd level on the wire (0 = off)");
 ABSL_FLAG(double, bucket_mb, 25, "Gradient bucket size in MB for overlapped allreduce");
 ABSL_FLAG(int, probe_every, 0,
           "Probe every link (bandwidth, RTT) and re-order the ring at the first step and "
-          "every N steps; 0 = once at the first step when --compress auto or >= 3 peers");
+          "every N steps; 0 = once at the first step when --compress auto or >= 3 peers; "
+          "-1 = never (keep the hosts-file order; not with --compress auto)");
 ABSL_FLAG(double, comm_budget, 0,
           "--compress auto: communication may take this fraction of the step's compute "
           "time (0 = it must hide behind the backward pass)");
@@ -74,9 +75,13 @@ absl::StatusOr<std::string> ApplyCommFlags(train::RingReducerOptions* options) {
   const int zstd_level = absl::GetFlag(FLAGS_zstd_level);
   const int probe_every = absl::GetFlag(FLAGS_probe_every);
   const double comm_budget = absl::GetFlag(FLAGS_comm_budget);
-  if (probe_every < 0) {
+  if (probe_every < -1) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("--probe-every must be >= 0 steps, got %d", probe_every));
+        absl::StrFormat("--probe-every must be >= 0 steps, or -1 (never), got %d", probe_every));
+  }
+  if (probe_every < 0 && compress == "auto") {
+    return absl::InvalidArgumentError(
+        "--compress auto needs link measurements: --probe-every -1 (never probe) is refused");
   }
   if (!std::isfinite(comm_budget) || comm_budget < 0) {
     return absl::InvalidArgumentError(absl::StrFormat(

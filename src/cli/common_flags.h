@@ -67,6 +67,8 @@ std::vector<std::string> CommFlagNames();  // probe_every comm_budget
 // use zstd at --zstd-level (1 when 0). Returns a summary for logs and the ring
 // fingerprint (every peer must run the same), e.g.
 // "auto zstd=1 probe_every=0 comm_budget=0". Errors name the flag.
+// --probe-every: N > 0 every N steps, 0 = at the first step when auto or >= 3 peers,
+// -1 = never (refused with auto).
 absl::StatusOr<std::string> ApplyCommFlags(train::RingReducerOptions* options);
 
 // The ring flags (--hosts --self --rank --secret-file --wait) as a RingSetup for

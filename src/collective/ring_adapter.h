@@ -48,8 +48,10 @@ inline uint64_t ReorderChannel(uint64_t probe_index, uint64_t salt = 0) {
 }
 
 struct ReorderOptions {
-  ProbeOptions probe;      // peers and channel are filled in from the ring and probe_index
-  double min_gain = 0.10;  // re-form for a raw bottleneck gain above 10% (see above)
+  ProbeOptions probe;  // peers and channel are filled in from the ring and probe_index
+  // Re-form also for a raw bottleneck gain above 50% within one bandwidth class
+  // (smaller gains are within probe noise, e.g. on loopback under CPU load).
+  double min_gain = 0.5;
   absl::Duration form_wait = absl::Seconds(60);  // to re-form the ring
   uint64_t salt = 0;                             // mixed into the probe and re-form channels
   bool reform = true;  // false: probe and plan only; result.ring stays null

@@ -119,7 +119,7 @@ absl::Status RingGradientReducer::ReplaceRing(std::unique_ptr<net::TcpRing> ring
 
 bool RingGradientReducer::ProbeDue(int64_t step) const {
   const CommOptions& c = options_.comm;
-  if (tcp_ == nullptr || peers() < 2) return false;
+  if (tcp_ == nullptr || peers() < 2 || c.probe_every < 0) return false;
   if (!probed_) return c.probe_every > 0 || c.auto_codec || peers() >= 3;
   return c.probe_every > 0 && step - last_probe_step_ >= c.probe_every;
 }
@@ -156,7 +156,7 @@ absl::Status RingGradientReducer::PlanCodecs() {
   if (peers() < 2) return absl::OkStatus();  // alone: nothing travels
   if (tcp_ == nullptr || !probed_) {
     return absl::FailedPreconditionError(
-        "--compress auto needs measured links: a TCP ring that has been probed");
+        "--compress auto needs measured links: a TCP ring that is probed (not --probe-every -1)");
   }
   if (!speeds_) {
     if (!my_speeds_) {

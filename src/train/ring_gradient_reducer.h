@@ -61,7 +61,8 @@ struct CommOptions {
   bool auto_codec = false;  // plan a codec per bucket (buckets.codec is then ignored)
   // > 0: probe links (and re-order the ring) at the first step and every N steps.
   // 0: probe once, at the first step, when auto_codec or the ring has >= 3 peers
-  // (with 2 peers the order cannot matter), never afterwards. < 0 is refused.
+  // (with 2 peers the order cannot matter), never afterwards. < 0: never probe (the
+  // ring keeps its order; auto_codec then fails at the first step).
   int probe_every = 0;
   // auto: communication may take this fraction of the step's compute time; 0 = it
   // must hide behind the backward pass.

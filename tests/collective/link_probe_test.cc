@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -303,6 +304,41 @@ TEST_CASE("link probe: a peer that never comes gives a clear error, no hang") {
   CHECK(StatusText(st.status()).find("rank 1") != std::string::npos);
 }
 
+TEST_CASE("link probe: Abort from another thread ends a waiting probe promptly") {
+  auto rings = MakeRings(2);
+  ProbeOptions options = TestProbeOptions();
+  options.timeout = absl::Seconds(60);  // would wait a minute for rank 1
+  AbortSignal abort;
+  options.abort = &abort;
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    abort.Abort(absl::AbortedError("view changed"));
+  });
+  rt::Stopwatch watch;
+  auto st = ProbeLinks(*rings[0]->node(), *rings[0], options);  // rank 1 never probes
+  aborter.join();
+  CHECK(watch.ElapsedSeconds() < 5);
+  REQUIRE_FALSE(st.ok());
+  CHECK(StatusText(st.status()) == "view changed");
+  CHECK(abort.aborted());
+  abort.Abort(absl::InternalError("second"));  // idempotent: the first reason stays
+  CHECK(StatusText(abort.status()) == "view changed");
+}
+
+TEST_CASE("probe and re-form channels: salted per cluster view, apart from other channels") {
+  std::set<uint64_t> seen;
+  for (uint64_t salt : {uint64_t{0}, uint64_t{1}, uint64_t{0x52ull << 56 | 77}}) {
+    for (uint64_t i : {0, 1, 2}) {
+      CHECK(seen.insert(ProbeChannel(i, salt)).second);
+      CHECK(seen.insert(ReorderChannel(i, salt)).second);
+      CHECK((ProbeChannel(i, salt) >> 56) == 0x50);
+      CHECK((ReorderChannel(i, salt) >> 56) == 0x4F);
+      CHECK(ProbeChannel(i, salt) >= kProbeChannelBase);
+    }
+  }
+  CHECK(ProbeChannel(3, 9) == ProbeChannel(3, 9));  // deterministic: same on every peer
+}
+
 TEST_CASE("probe and reorder: all peers take the same decision and the ring in use works") {
   const int n = 3;
   auto rings = MakeRings(n);
@@ -310,7 +346,9 @@ TEST_CASE("probe and reorder: all peers take the same decision and the ring in u
     CAPTURE(probe);
     ReorderOptions options;
     options.probe = TestProbeOptions();
-    options.min_gain = probe == 0 ? -1.0 : 1e9;  // re-form on any change; never
+    options.min_gain = -1.0;      // re-form on any change (probe 0) ...
+    options.reform = probe == 0;  // ... or never (probe 1: plan only)
+    options.salt = 0xABCDEF;
     options.form_wait = absl::Seconds(20);
     std::vector<absl::StatusOr<ReorderResult>> results;
     for (int p = 0; p < n; ++p) results.emplace_back(absl::UnknownError("not run"));

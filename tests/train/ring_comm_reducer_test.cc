@@ -5,12 +5,14 @@
 // every step) and the error-feedback residuals.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cstring>
 #include <functional>
 #include <thread>
 #include <vector>
 
 #include "collective/codec_planner.h"
+#include "core/clock.h"
 #include "net/inproc_ring_transport.h"
 #include "net/net_test_util.h"
 #include "train/ring_gradient_reducer.h"
@@ -171,4 +173,35 @@ TEST_CASE("a reducer over a non-TCP transport refuses auto with a clear error") 
   status[0] = reducers[0]->BeginStep(0, absl::MakeSpan(g0));
   CHECK_FALSE(status[0].ok());
   CHECK(std::string(status[0].message()).find("auto") != std::string::npos);
+}
+
+TEST_CASE("Abort from another thread ends a probe and a gradient exchange promptly") {
+  for (bool in_exchange : {false, true}) {
+    CAPTURE(in_exchange);
+    auto rings = LoopbackRings(2);
+    RingReducerOptions o = AutoOptions();
+    o.comm.auto_codec = false;
+    o.comm.probe_every = in_exchange ? -1 : 1;  // probe at the first step, or never
+    o.buckets.allreduce.timeout = absl::Seconds(60);
+    o.comm.probe.probe.timeout = absl::Seconds(60);
+    RingGradientReducer reducer(std::move(rings[0]), o);  // peer 1 never takes part
+    std::vector<float> grads(1000, 1.0f);
+    std::thread aborter([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      reducer.Abort(absl::AbortedError("view changed"));
+    });
+    rt::Stopwatch watch;
+    absl::Status st = reducer.BeginStep(0, absl::MakeSpan(grads));
+    if (st.ok()) {
+      reducer.OnGradReady(0);
+      rt::train::StepTotals totals;
+      st = reducer.Finish(&totals);
+    }
+    aborter.join();
+    CHECK(watch.ElapsedSeconds() < 10);
+    REQUIRE_FALSE(st.ok());
+    CHECK(std::string(st.message()).find("view changed") != std::string::npos);
+    std::vector<float> more(1000);
+    CHECK_FALSE(reducer.BeginStep(1, absl::MakeSpan(more)).ok());  // stays aborted
+  }
 }
