@@ -14,7 +14,6 @@
 #include "cli/common_flags.h"
 #include "cli/subcommand.h"
 #include "cluster/membership_service.h"
-#include "collective/codec_spec.h"
 #include "core/crc32c.h"
 #include "core/log.h"
 #include "core/status_macros.h"
@@ -119,11 +118,8 @@ absl::StatusOr<std::unique_ptr<train::ElasticReducer>> JoinTrainCluster(train::T
   ASSIGN_OR_RETURN(net::RingSetup setup, RingSetupFromFlags("ringtrain-train"));
   const int check_every = absl::GetFlag(FLAGS_check_every);
   if (check_every < 0) return absl::InvalidArgumentError("--check-every must be >= 0");
-  absl::StatusOr<collective::CodecSpec> codec =
-      collective::ParseCodecSpec(absl::GetFlag(FLAGS_compress), absl::GetFlag(FLAGS_zstd_level));
-  if (!codec.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--compress: ", codec.status().message()));
-  }
+  train::RingReducerOptions ring_options;
+  ASSIGN_OR_RETURN(const std::string comm, ApplyCommFlags(&ring_options));
   ASSIGN_OR_RETURN(std::vector<net::HostEntry> hosts, net::LoadHostsFile(setup.hosts_path));
   if (c->global_batch == 0) c->global_batch = c->batch * c->accum * static_cast<int>(hosts.size());
 
@@ -146,16 +142,14 @@ absl::StatusOr<std::unique_ptr<train::ElasticReducer>> JoinTrainCluster(train::T
       {"seed", absl::StrCat(c->seed)},
       {"data", train_data.fingerprint()},
       {"tokenizer", FileCrc(train_data.tokenizer_path())},
-      {"compress", codec->ToString()},
+      {"compress", comm},
       {"bucket_mb", absl::StrCat(bucket_mb)},
       {"check_every", absl::StrCat(check_every)},
       {"ckpt_every", absl::StrCat(c->ckpt_every)},
   };
   ASSIGN_OR_RETURN(std::shared_ptr<net::TcpNode> node, StartTrainNode(setup));
 
-  train::RingReducerOptions ring_options;
   ring_options.buckets.bucket_bytes = static_cast<size_t>(bucket_mb * (1 << 20));
-  ring_options.buckets.codec = *codec;
   for (const model::TensorView& t : layout.tensors()) {
     if (!t.weight_decay) {
       ring_options.buckets.dense_ranges.push_back({t.offset, t.offset + t.count});
@@ -173,22 +167,19 @@ absl::StatusOr<std::unique_ptr<train::ElasticReducer>> JoinTrainCluster(train::T
   e.startup_grace_ms = std::min<int64_t>(10000, absl::ToInt64Milliseconds(setup.wait));
   e.ckpt_shared = absl::GetFlag(FLAGS_ckpt_shared);
   e.hosts_path = setup.hosts_path;
-  // The generic-transport constructor: this ring object never changes under the
-  // reducer, so ElasticReducer can fail its links to abort a step (asks.md: COMM).
-  e.make_reducer =
-      [ring_options, codec = *codec](
-          std::unique_ptr<net::TcpRing> ring,
-          const cluster::View& view) -> absl::StatusOr<std::unique_ptr<train::GradientReducer>> {
-    (void)view;
-    net::TcpRing* tcp = ring.get();
-    return std::unique_ptr<train::GradientReducer>(std::make_unique<train::RingGradientReducer>(
-        std::unique_ptr<net::RingTransport>(std::move(ring)), ring_options,
-        [tcp] { return tcp->bytes_sent(); }));
+  // A reducer per view; its probe and re-form channels are salted with the view's
+  // ring channel, so views never share a link.
+  e.make_reducer = [ring_options](std::unique_ptr<net::TcpRing> ring, const cluster::View& view)
+      -> absl::StatusOr<std::unique_ptr<train::GradientReducer>> {
+    train::RingReducerOptions o = ring_options;
+    o.comm.channel_salt = cluster::RingChannel(view);
+    return std::unique_ptr<train::GradientReducer>(
+        std::make_unique<train::RingGradientReducer>(std::move(ring), std::move(o)));
   };
   LogInfo(
       "elastic ring: global batch %d sequences, compress %s, buckets of %g MB, peer "
       "timeout %g s",
-      c->global_batch, codec->ToString(), bucket_mb, peer_timeout_s);
+      c->global_batch, comm, bucket_mb, peer_timeout_s);
   return train::ElasticReducer::Create(std::move(e));
 }
 
@@ -283,6 +274,7 @@ std::vector<std::string> TrainFlagNames() {
     names.push_back(n);
   }
   for (const std::string& n : RingFlagNames()) names.push_back(n);
+  for (const std::string& n : CommFlagNames()) names.push_back(n);
   return names;
 }
 
@@ -297,7 +289,7 @@ const Subcommand& TrainSubcommand() {
       "                [--metrics FILE.jsonl] [--eval-every 100]\n"
       "                [--hosts FILE [--self HOST:PORT | --rank N] [--secret-file F] [--wait 120]\n"
       "                 [--peer-timeout 3] [--min-peers N] [--ckpt-shared]\n"
-      "                 [--compress none|bf16|topk:D] [--bucket-mb 25] [--check-every 10]]\n"
+      "                 [--compress none|bf16|topk:D|auto] [--bucket-mb 25] [--check-every 10]]\n"
       "Prints one line per step (loss, learning rate, gradient norm, tokens/s, step time);\n"
       "with --eval-every, the validation loss and bits per byte. Resumes from the newest valid\n"
       "checkpoint in --ckpt-dir. With --hosts, the peers form a fault-tolerant ring: each\n"

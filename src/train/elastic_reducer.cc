@@ -213,12 +213,10 @@ void ElasticReducer::OnDecision(const cluster::Decision& d) {
       return;
   }
   std::lock_guard<std::mutex> lock(ring_mu_);
-  if (live_ring_ == nullptr) return;
+  if (live_ == nullptr) return;
   if (d.kind == cluster::Decision::kInstallView && d.view.epoch <= live_epoch_) return;
-  const absl::Status why = absl::AbortedError(
-      absl::StrCat("view change (", cluster::DecisionKindName(d.kind), ": ", d.reason, ")"));
-  if (net::Link* l = live_ring_->next_link()) l->connection().Fail(why);
-  if (net::Link* l = live_ring_->prev_link()) l->connection().Fail(why);
+  live_->Abort(absl::AbortedError(
+      absl::StrCat("view change (", cluster::DecisionKindName(d.kind), ": ", d.reason, ")")));
   aborted_.store(true);
 }
 
@@ -328,8 +326,7 @@ absl::Status ElasticReducer::Install(const cluster::Decision& d) {
     return absl::OkStatus();
   }
   (*ring)->SetEpoch(v.epoch);
-  net::TcpRing* raw = ring->get();
-  const int position = raw->rank(), size = raw->size();
+  const int position = (*ring)->rank(), size = (*ring)->size();
   ASSIGN_OR_RETURN(std::unique_ptr<GradientReducer> inner,
                    options_.make_reducer(*std::move(ring), v));
   view_ = v;
@@ -339,7 +336,7 @@ absl::Status ElasticReducer::Install(const cluster::Decision& d) {
   inner_ = std::move(inner);
   {
     std::lock_guard<std::mutex> lock(ring_mu_);
-    live_ring_ = raw;
+    live_ = inner_.get();
     live_epoch_ = v.epoch;
   }
   aborted_.store(false);
@@ -405,7 +402,7 @@ absl::Status ElasticReducer::LoadSnapshot(const cluster::StateSnapshot& snap) {
 void ElasticReducer::DropRing(const std::string& why) {
   {
     std::lock_guard<std::mutex> lock(ring_mu_);
-    live_ring_ = nullptr;
+    live_ = nullptr;
   }
   if (inner_) {
     bytes_before_ += inner_->bytes_sent();

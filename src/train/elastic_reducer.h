@@ -17,7 +17,8 @@
 //     the state (reports "no state") so the next view sends a fresh copy; kLeave
 //     stops cleanly.
 //   Abort: decisions are also seen on the control thread (on_decision): a view change
-//     fails the live ring's connections at once, so the collective in flight returns
+//     aborts the view's reducer (GradientReducer::Abort fails its ring's connections,
+//     also of a probe or re-form in progress), so the collective in flight returns
 //     promptly, StepAborted() stops the micro-batches, and the loop redoes the step in
 //     the next view (at most the interrupted step is lost). A ring failure the
 //     membership did not announce (e.g. one broken ring link) is reported after
@@ -137,8 +138,8 @@ class ElasticReducer final : public GradientReducer {
 
   // Shared with the control thread (abort on a view change).
   std::mutex ring_mu_;
-  net::TcpRing* live_ring_ = nullptr;  // owned by inner_
-  uint64_t live_epoch_ = 0;            // the epoch of live_ring_'s view
+  GradientReducer* live_ = nullptr;  // inner_ while it may be aborted
+  uint64_t live_epoch_ = 0;          // the epoch of live_'s view
   std::atomic<bool> aborted_{false};
 
   bool stop_after_step_ = false;

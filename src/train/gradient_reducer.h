@@ -112,6 +112,10 @@ class GradientReducer {
   virtual void StepCompleted(int64_t /*step*/) {}
   // After a completed step: every peer agreed to stop here (one was signalled).
   virtual bool StopAfterThisStep() const { return false; }
+  // Any thread, idempotent: make the step in flight (and any later call) fail
+  // promptly with `why`; afterwards the reducer is only destroyed. An elastic ring
+  // calls it on its per-view reducer when the view changes.
+  virtual void Abort(const absl::Status& /*why*/) {}
   // Whether this peer writes checkpoints of the current view (the leader; with an
   // elastic ring also the leader's successor, as a second copy).
   virtual bool WritesCheckpoints() const { return rank() == leader(); }
