@@ -372,13 +372,7 @@ absl::StatusOr<StateSnapshot> FetchState(const std::shared_ptr<net::TcpNode>& no
 
 // ---------------------------------------------------------------- per view
 
-int NodeRankOf(const net::TcpNode& node, const PeerId& peer) {
-  const auto& hosts = node.options().hosts;
-  for (size_t i = 0; i < hosts.size(); ++i) {
-    if (hosts[i].Endpoint() == peer) return static_cast<int>(i);
-  }
-  return -1;
-}
+int NodeRankOf(const net::TcpNode& node, const PeerId& peer) { return node.RankOf(peer); }
 
 absl::Status ServeAgreedState(const std::shared_ptr<net::TcpNode>& node, const Decision& install,
                               const StateSource& source, const TransferOptions& options) {

@@ -87,7 +87,8 @@ absl::StatusOr<StateSnapshot> FetchState(const std::shared_ptr<net::TcpNode>& no
 
 // ---- what the trainer calls on Decision::kInstallView ----
 
-// Hosts-file rank of `peer` on this node (its endpoint string), or -1.
+// The node's active slot (rank) of `peer` (its endpoint string), or -1: covers
+// hosts added at run time (TcpNode::SetHosts), not only the start list.
 int NodeRankOf(const net::TcpNode& node, const PeerId& peer);
 
 // The source's side: serves `source` (which must be the agreed resume version) to

@@ -55,7 +55,7 @@ absl::StatusOr<std::unique_ptr<ElasticReducer>> ElasticReducer::Create(ElasticOp
 }
 
 ElasticReducer::ElasticReducer(ElasticOptions options) : options_(std::move(options)) {
-  self_ = options_.node->options().hosts[options_.node->self_rank()].Endpoint();
+  self_ = options_.node->self_endpoint();
   leader_rank_ = options_.node->self_rank();
 }
 
