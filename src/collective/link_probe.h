@@ -10,7 +10,8 @@
 // Per pair (all messages are data frames on the pair's own link):
 //   1. acceptor sends GO;
 //   2. RTT: the dialer sends `pings` + 1 pings of `ping_bytes` and times the echoes
-//      (first one untimed); RTT = median; the dialer tells the acceptor;
+//      (first one untimed); RTT = minimum (the median may include queueing behind
+//      other pairs' streams on a shared pipe); the dialer tells the acceptor;
 //   3. bandwidth, each direction in turn, driven by the receiver: it requests a
 //      warm-up stream of `warmup_bytes`, then a second stream of rate * `stream_time`
 //      bytes (clamped to [min_stream_bytes, max_stream_bytes]); each stream is timed
