@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "collective/bf16_feedback.h"
 #include "collective/small_collectives.h"
+#include "core/crc32c.h"
 #include "core/status_macros.h"
 
 namespace rt::collective {
@@ -36,7 +37,15 @@ absl::Status RingAllreduce::run() {
     std::fill(residual_.begin(), residual_.end(), 0.0f);
     return absl::OkStatus();
   }
+  absl::Status status = Exchange();
+  // Stopped on an error: the transport must not write into our buffers any more.
+  if (!status.ok()) ring_->CancelRecvsInto();
+  return status;
+}
+
+absl::Status RingAllreduce::Exchange() {
   const size_t chunks = chunks_per_segment_;
+  RETURN_IF_ERROR(PostFinalChunks());
 
   // Reduce-scatter, step 0: our own contribution to the segment we own.
   for (size_t c = 0; c < chunks; ++c) {
@@ -53,18 +62,13 @@ absl::Status RingAllreduce::run() {
     for (size_t c = 0; c < chunks; ++c) {
       Range ch = Chunk(segment, c);
       RETURN_IF_ERROR(RecvChunk(ch));
-      ReduceChunk(ch);
-      RETURN_IF_ERROR(SendChunk(ch));
+      RETURN_IF_ERROR(SendChunk(ch, ReduceChunk(ch)));
     }
   }
   // No WaitSendsDone here: waiting for all sends while every peer waits too, with
   // the successor not receiving, deadlocks once a segment has more chunks than the
-  // links can buffer. Overwriting in the allgather is safe without it: the final
-  // sum of chunk c of segment s includes our contribution, which reached the
-  // successor in the very reduce-scatter message we sent from that region. So by
-  // the time the first byte of that final chunk arrives here (it is received
-  // straight into place), the successor has taken our earlier message whole and
-  // the transport no longer reads those bytes.
+  // links can buffer. Overwriting in the allgather is safe without it (see
+  // PostFinalChunks).
 
   // Allgather, step k: the final sum of segment rank-k arrives; we keep it and pass
   // it on, except at the last step: our successor computed that segment itself.
@@ -81,6 +85,33 @@ absl::Status RingAllreduce::run() {
   return absl::OkStatus();
 }
 
+absl::Status RingAllreduce::PostFinalChunks() {
+  // The transport may read every allgather message straight into its place as soon
+  // as it arrives, even during the reduce-scatter. That is safe: the final sum of
+  // chunk c of segment s includes our contribution, which left in the one
+  // reduce-scatter message we sent from that region, after which we no longer touch
+  // it. So by the time the first byte of that final chunk arrives here, the
+  // successor has taken our earlier message whole and neither we nor the transport
+  // read or write those bytes any more.
+  size_t reduce_scatter_messages = 0;
+  std::vector<absl::Span<uint8_t>> finals;
+  for (int k = 0; k < size_ - 1; ++k) {
+    for (size_t c = 0; c < chunks_per_segment_; ++c) {
+      if (Chunk(Mod(rank_ - k - 1), c).size() > 0) ++reduce_scatter_messages;
+      Range r = Chunk(Mod(rank_ - k), c);
+      if (r.size() > 0) finals.push_back(WireBytes(r));
+    }
+  }
+  return ring_->PostRecvsInto(reduce_scatter_messages, finals);
+}
+
+absl::Span<uint8_t> RingAllreduce::WireBytes(Range r) {
+  uint8_t* dst = options_.wire == WireFormat::kFp32
+                     ? reinterpret_cast<uint8_t*>(data_.data() + r.begin)
+                     : reinterpret_cast<uint8_t*>(staging_.data() + r.begin);
+  return absl::MakeSpan(dst, r.size() * ElementBytes());
+}
+
 RingAllreduce::Range RingAllreduce::Chunk(int segment, size_t chunk) const {
   // Balanced splits: segment lengths differ by at most one element, and so do the
   // chunks of a segment. Every peer computes the same ranges from (length, N).
@@ -91,14 +122,11 @@ RingAllreduce::Range RingAllreduce::Chunk(int segment, size_t chunk) const {
                seg_begin + seg_len * (chunk + 1) / chunks_per_segment_};
 }
 
-absl::Status RingAllreduce::SendChunk(Range r) {
+absl::Status RingAllreduce::SendChunk(Range r, std::optional<uint32_t> crc32c) {
   if (r.size() == 0) return absl::OkStatus();  // both ends skip empty chunks
-  const uint8_t* bytes = options_.wire == WireFormat::kFp32
-                             ? reinterpret_cast<const uint8_t*>(data_.data() + r.begin)
-                             : reinterpret_cast<const uint8_t*>(staging_.data() + r.begin);
-  const size_t length = r.size() * ElementBytes();
-  bytes_sent_ += length;
-  return ring_->SendToNext(absl::MakeConstSpan(bytes, length));
+  absl::Span<const uint8_t> bytes = WireBytes(r);
+  bytes_sent_ += bytes.size();
+  return crc32c ? ring_->SendToNextWithCrc32c(bytes, *crc32c) : ring_->SendToNext(bytes);
 }
 
 absl::Status RingAllreduce::RecvChunk(Range r) {
@@ -120,33 +148,42 @@ void RingAllreduce::EncodeOwnChunk(Range r) {
                           residual_.empty() ? nullptr : residual_.data() + r.begin, r.size());
 }
 
-void RingAllreduce::ReduceChunk(Range r) {
+uint32_t RingAllreduce::ReduceChunk(Range r) {
   const size_t n = r.size();
-  if (n == 0) return;
+  uint32_t crc = 0;
+  if (n == 0) return crc;
+  // Block by block, so each block's sum is checksummed while it is still in L1
+  // (one pass over the chunk instead of two).
+  constexpr size_t kBlock = 4096;  // elements
   if (options_.wire == WireFormat::kFp32) {
     float* local = data_.data() + r.begin;
     const uint8_t* in = inbox_.data();
-    for (size_t i = 0; i < n; ++i) {
-      float incoming;
-      std::memcpy(&incoming, in + 4 * i, 4);
-      local[i] = incoming + local[i];
+    for (size_t b = 0; b < n; b += kBlock) {
+      const size_t end = std::min(n, b + kBlock);
+      for (size_t i = b; i < end; ++i) {
+        float incoming;
+        std::memcpy(&incoming, in + 4 * i, 4);
+        local[i] = incoming + local[i];
+      }
+      crc = Crc32cExtend(crc, local + b, 4 * (end - b));
     }
-    return;
+    return crc;
   }
   // The partial sum rounded to bf16 is what travels on; its rounding error stays here.
   incoming_.resize(n);
   std::memcpy(incoming_.data(), inbox_.data(), 2 * n);
-  AddAndRoundToBf16(incoming_.data(), data_.data() + r.begin, staging_.data() + r.begin,
-                    residual_.empty() ? nullptr : residual_.data() + r.begin, n);
+  for (size_t b = 0; b < n; b += kBlock) {
+    const size_t m = std::min(n - b, kBlock), at = r.begin + b;
+    AddAndRoundToBf16(incoming_.data() + b, data_.data() + at, staging_.data() + at,
+                      residual_.empty() ? nullptr : residual_.data() + at, m);
+    crc = Crc32cExtend(crc, staging_.data() + at, 2 * m);
+  }
+  return crc;
 }
 
 absl::Status RingAllreduce::RecvFinalChunk(Range r) {
   if (r.size() == 0) return absl::OkStatus();
-  uint8_t* dst = options_.wire == WireFormat::kFp32
-                     ? reinterpret_cast<uint8_t*>(data_.data() + r.begin)
-                     : reinterpret_cast<uint8_t*>(staging_.data() + r.begin);
-  absl::Status st = ring_->RecvFromPrevInto(absl::MakeSpan(dst, r.size() * ElementBytes()), &inbox_,
-                                            options_.timeout);
+  absl::Status st = ring_->RecvFromPrevInto(WireBytes(r), &inbox_, options_.timeout);
   if (st.ok() || st.code() != absl::StatusCode::kDataLoss) return st;
   return absl::Status(st.code(), absl::StrFormat("allreduce: peer %d, final chunk from peer %d: %s",
                                                  rank_, Mod(rank_ - 1), st.message()));

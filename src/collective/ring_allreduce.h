@@ -24,6 +24,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -64,10 +65,14 @@ class RingAllreduce {
   int Mod(int i) const { return ((i % size_) + size_) % size_; }
   Range Chunk(int segment, size_t chunk) const;
   size_t ElementBytes() const { return options_.wire == WireFormat::kFp32 ? 4 : 2; }
-  absl::Status SendChunk(Range r);
+  absl::Status Exchange();                 // run() without the clean-up on errors
+  absl::Status PostFinalChunks();          // allgather destinations, announced to the transport
+  absl::Span<uint8_t> WireBytes(Range r);  // r as it travels: in data_ (fp32) or staging_
+  // crc32c: of the chunk's wire bytes when already known.
+  absl::Status SendChunk(Range r, std::optional<uint32_t> crc32c = std::nullopt);
   absl::Status RecvChunk(Range r);       // into inbox_, checking its size
   void EncodeOwnChunk(Range r);          // step 0: our contribution as it goes on the wire
-  void ReduceChunk(Range r);             // partial sum in inbox_ + our contribution
+  uint32_t ReduceChunk(Range r);         // partial sum in inbox_ + ours; returns its wire crc32c
   absl::Status RecvFinalChunk(Range r);  // a final sum, received straight into place
   void Finalize();                       // bf16: final sums into data_
 

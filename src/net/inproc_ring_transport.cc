@@ -4,6 +4,7 @@
 #include "net/inproc_ring_transport.h"
 
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <utility>
@@ -14,12 +15,14 @@
 namespace rt::net {
 namespace {
 
-// A queued message: its bytes (copy mode) or the sender's span (zero-copy mode).
+// A queued message: its bytes (copy mode) or the sender's span (zero-copy mode), or
+// nothing when it was delivered into a destination the receiver posted.
 struct Message {
   std::vector<uint8_t> bytes;
   const uint8_t* borrowed = nullptr;
   size_t borrowed_size = 0;
   bool is_borrowed = false;
+  bool in_place = false;  // already written into the posted destination
 };
 
 // The directed link from one peer to its successor.
@@ -30,6 +33,12 @@ struct Link {
   std::deque<Message> queue;                // messages not yet received, oldest first
   std::vector<std::vector<uint8_t>> spare;  // emptied vectors handed back by the receiver
   uint64_t sent = 0, received = 0;          // messages queued / taken so far
+  // PostRecvsInto: destinations of messages posted_base, posted_base + 1, ...; the
+  // sender writes a message of the right size into its destination as it sends it
+  // (the earliest moment any transport could), under mu.
+  std::deque<absl::Span<uint8_t>> posted;
+  uint64_t posted_base = 0;
+  bool posted_withdrawn = false;  // CancelRecvsInto dropped a message delivered in place
   bool sender_gone = false;
   bool receiver_gone = false;
 };
@@ -79,11 +88,81 @@ class InProcessRingTransport final : public RingTransport {
     }
     {
       std::lock_guard<std::mutex> lock(out_->mu);
+      const uint64_t number = out_->sent;
+      if (number >= out_->posted_base && number - out_->posted_base < out_->posted.size()) {
+        absl::Span<uint8_t> dst = out_->posted[number - out_->posted_base];
+        if (dst.size() == data.size()) {
+          if (!data.empty()) std::memcpy(dst.data(), data.data(), data.size());
+          message = Message();
+          message.in_place = true;
+        }
+      }
       out_->queue.push_back(std::move(message));
       ++out_->sent;
     }
     out_->arrived.notify_one();
     return absl::OkStatus();
+  }
+
+  absl::Status PostRecvsInto(size_t skip, absl::Span<const absl::Span<uint8_t>> dsts) override {
+    if (size_ == 1) {
+      return absl::FailedPreconditionError("in-process ring of 1 peer: there is no predecessor");
+    }
+    std::lock_guard<std::mutex> lock(in_->mu);
+    const uint64_t first = in_->received + skip;
+    if (!in_->posted.empty() && in_->posted_base + in_->posted.size() != first) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("peer %d: receive destinations posted out of order", rank_));
+    }
+    if (in_->posted.empty()) in_->posted_base = first;
+    // Messages already sent stay queued: they are copied when received.
+    for (absl::Span<uint8_t> dst : dsts) in_->posted.push_back(dst);
+    return absl::OkStatus();
+  }
+
+  void CancelRecvsInto() override {
+    if (size_ == 1) return;
+    std::lock_guard<std::mutex> lock(in_->mu);
+    for (const Message& m : in_->queue) in_->posted_withdrawn |= m.in_place;
+    in_->posted.clear();
+  }
+
+  absl::Status RecvFromPrevInto(absl::Span<uint8_t> dst, std::vector<uint8_t>* scratch,
+                                absl::Duration timeout) override {
+    if (size_ == 1) {
+      return absl::FailedPreconditionError("in-process ring of 1 peer: there is no predecessor");
+    }
+    {
+      std::unique_lock<std::mutex> lock(in_->mu);
+      const bool posted = !in_->posted.empty() && in_->posted_base == in_->received;
+      if (posted &&
+          (in_->posted.front().data() != dst.data() || in_->posted.front().size() != dst.size())) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "peer %d: RecvFromPrevInto got another destination than the one posted", rank_));
+      }
+      const auto deadline = absl::ToChronoTime(absl::Now() + timeout);
+      in_->arrived.wait_until(lock, deadline,
+                              [&] { return !in_->queue.empty() || in_->sender_gone; });
+      if (in_->queue.empty()) {
+        if (in_->sender_gone) return PeerGone(Prev(), "receive from");
+        return absl::DeadlineExceededError(
+            absl::StrFormat("peer %d: no message from predecessor peer %d within %s", rank_, Prev(),
+                            absl::FormatDuration(timeout)));
+      }
+      if (posted) {  // this message's destination is used up either way
+        in_->posted.pop_front();
+        ++in_->posted_base;
+      }
+      if (in_->queue.front().in_place) {
+        in_->queue.pop_front();
+        ++in_->received;
+        lock.unlock();
+        in_->taken.notify_all();
+        return absl::OkStatus();
+      }
+    }
+    // Sent before its destination was posted, or of another size: receive and copy.
+    return RingTransport::RecvFromPrevInto(dst, scratch, timeout);
   }
 
   absl::Status WaitSendsDone(absl::Duration timeout) override {
@@ -117,6 +196,14 @@ class InProcessRingTransport final : public RingTransport {
                           absl::FormatDuration(timeout)));
     }
     if (in_->queue.empty()) return PeerGone(Prev(), "receive from");
+    if (in_->queue.front().in_place) {
+      return in_->posted_withdrawn
+                 ? absl::DataLossError(absl::StrFormat(
+                       "peer %d: the message was delivered into a withdrawn destination", rank_))
+                 : absl::FailedPreconditionError(absl::StrFormat(
+                       "peer %d: the next message was posted: receive it with RecvFromPrevInto",
+                       rank_));
+    }
     Message m = std::move(in_->queue.front());
     in_->queue.pop_front();
     if (m.is_borrowed) {

@@ -15,6 +15,11 @@
 // sent so far. A collective that changes bytes before WaitSendsDone shows up as a
 // wrong result (and as a data race under ThreadSanitizer).
 //
+// Destinations posted with PostRecvsInto are written by the SENDER's thread inside
+// SendToNext, the earliest moment any transport could write them: a collective that
+// still uses such a destination after its message may have been sent shows up as a
+// wrong result (and as a data race under ThreadSanitizer).
+//
 // Thread safety: each returned transport is used by one thread at a time (as the
 // interface requires); different transports may be used from different threads.
 #pragma once

@@ -34,6 +34,15 @@ class RingTransport {
   // returns OK. Messages are delivered in the order they were queued.
   virtual absl::Status SendToNext(absl::Span<const uint8_t> data) = 0;
 
+  // SendToNext for a caller that computed the CRC32C (core/crc32c.h) of `data`
+  // itself, e.g. while writing the bytes: a transport that checksums its frames uses
+  // it instead of reading the bytes once more. A wrong value makes the receiver
+  // refuse the message as corrupt. Default: SendToNext (the value is not used).
+  virtual absl::Status SendToNextWithCrc32c(absl::Span<const uint8_t> data, uint32_t crc32c) {
+    (void)crc32c;
+    return SendToNext(data);
+  }
+
   // Blocks until every message queued so far has been handed to the kernel (or an
   // error / the timeout ends the wait; the error names the peer and the problem).
   virtual absl::Status WaitSendsDone(absl::Duration timeout) = 0;
@@ -55,6 +64,25 @@ class RingTransport {
     if (!dst.empty()) std::memcpy(dst.data(), scratch->data(), dst.size());
     return absl::OkStatus();
   }
+
+  // Optional: announces where later messages from the predecessor go, so a transport
+  // can read each one straight into place whenever it arrives, even while earlier
+  // messages still wait to be received. dsts[i] is for the message `skip + i`
+  // positions after the next one not yet received (skip = 0: the next one). The
+  // caller receives each of them with RecvFromPrevInto(dsts[i], ...), in order, and
+  // must not touch dsts[i] from the moment its message may have been sent until that
+  // call returns (it arrives after everything the predecessor sent before it). A
+  // second announcement must continue where the previous one ended. Default: nothing
+  // is announced (RecvFromPrevInto receives, then copies).
+  virtual absl::Status PostRecvsInto(size_t skip, absl::Span<const absl::Span<uint8_t>> dsts) {
+    (void)skip;
+    (void)dsts;
+    return absl::OkStatus();
+  }
+  // Withdraws the announced destinations not received yet (a collective that stops
+  // on an error calls it before its buffers go away). On return the transport writes
+  // into none of them; a message already (half-)read into one fails the link.
+  virtual void CancelRecvsInto() {}
 
  protected:
   static absl::Status SizeMismatch(size_t expected, size_t got) {

@@ -98,25 +98,27 @@ void TcpConnection::OnHeader(const asio::error_code& ec) {
   }
   header_ = *header;
   read_direct_ = false;
+  payload_.clear();
   if (t == FrameType::kData) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (direct_ == Direct::kPosted && data_in_.empty() &&
-        direct_dst_.size() == header_.payload_bytes) {
-      // The user waits for exactly this message: read it where it belongs.
-      direct_ = Direct::kReading;
+    const uint64_t message = data_started_++;
+    Posted* posted = PostedFor(message);
+    if (posted != nullptr && posted->dst.size() == header_.payload_bytes) {
+      // The user said where this message goes: read it there.
+      posted->state = Posted::State::kReading;
+      direct_message_ = message;
       read_direct_ = true;
-      read_dst_ = direct_dst_.data();
-    } else if (!spare_.empty()) {
-      // A recycled buffer of the usual size: resize() below neither allocates nor
-      // zero-fills, and its pages are already mapped.
-      payload_ = std::move(spare_.back());
-      spare_.pop_back();
-      spare_bytes_ -= payload_.capacity();
+      read_dst_ = posted->dst.data();
     } else {
-      payload_.clear();
+      if (posted != nullptr) posted->state = Posted::State::kQueued;  // another size
+      if (!spare_.empty()) {
+        // A recycled buffer of the usual size: resize() below neither allocates nor
+        // zero-fills, and its pages are already mapped.
+        payload_ = std::move(spare_.back());
+        spare_.pop_back();
+        spare_bytes_ -= payload_.capacity();
+      }
     }
-  } else {
-    payload_.clear();
   }
   if (!read_direct_) {
     payload_.resize(header_.payload_bytes);
@@ -175,7 +177,9 @@ void TcpConnection::FinishFrame() {
     case FrameType::kData:
       if (read_direct_) {
         std::lock_guard<std::mutex> lock(mu_);
-        direct_ = Direct::kDone;  // verified bytes are in the user's buffer
+        Posted* posted = PostedFor(direct_message_);
+        if (posted != nullptr) posted->state = Posted::State::kDone;  // verified, in place
+        in_place_.fetch_add(1, std::memory_order_relaxed);
         cv_.notify_all();
         break;
       }
@@ -244,35 +248,114 @@ absl::Status TcpConnection::TimedOut(const char* what, absl::Duration timeout) c
                                                      peer_name_, absl::FormatDuration(timeout)));
 }
 
+TcpConnection::Posted* TcpConnection::PostedFor(uint64_t message) {
+  if (message < posted_base_ || message - posted_base_ >= posted_.size()) return nullptr;
+  return &posted_[message - posted_base_];
+}
+
+absl::Status TcpConnection::PostRecvsInto(size_t skip, absl::Span<const absl::Span<uint8_t>> dsts) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!error_.ok()) return error_;
+  const uint64_t first = data_taken_ + skip;
+  if (!posted_.empty() && posted_base_ + posted_.size() != first) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "receive destinations for data messages from %s posted out of order: message %d, "
+        "expected %d",
+        peer_name_, first, posted_base_ + posted_.size()));
+  }
+  if (posted_.empty()) posted_base_ = first;
+  for (absl::Span<uint8_t> dst : dsts) {
+    // A message the io thread already began reading goes through the queue.
+    const uint64_t message = posted_base_ + posted_.size();
+    posted_.push_back(
+        Posted{dst, message < data_started_ ? Posted::State::kQueued : Posted::State::kWaiting,
+               /*announced=*/true});
+  }
+  return absl::OkStatus();
+}
+
+void TcpConnection::CancelRecvsInto() {
+  std::unique_lock<std::mutex> lock(mu_);
+  bool reading = false, delivered = false;
+  for (const Posted& p : posted_) {
+    reading = reading || p.state == Posted::State::kReading;
+    delivered = delivered || p.state == Posted::State::kDone;
+  }
+  if (reading || delivered) {
+    // The message stream and the user's buffers no longer match: this link is done.
+    if (error_.ok()) {
+      error_ = absl::AbortedError(absl::StrFormat(
+          "receiving from %s was abandoned with messages already read into place", peer_name_));
+    }
+    auto self = shared_from_this();
+    absl::Status status = error_;
+    asio::post(socket_.get_executor(), [self, status] { self->FailOnIoThread(status); });
+    cv_.notify_all();
+  }
+  if (reading) cv_.wait(lock, [&] { return closed_; });  // io thread stopped writing
+  // Messages marked kQueued stay in data_in_ as ordinary queued messages.
+  posted_.clear();
+}
+
 absl::Status TcpConnection::RecvDataInto(absl::Span<uint8_t> dst, absl::Duration timeout) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (data_in_.empty() && error_.ok()) {
-    direct_dst_ = dst;
-    direct_ = Direct::kPosted;
-    WaitFor(cv_, lock, timeout,
-            [&] { return direct_ == Direct::kDone || !data_in_.empty() || !error_.ok(); });
-    if (direct_ == Direct::kReading) {
-      // Error or timeout with the payload half-read: the io thread still writes into
-      // dst. Fail the connection and wait until the socket is closed.
-      if (error_.ok()) {
-        error_ = absl::DeadlineExceededError(
-            absl::StrFormat("data message from %s stalled mid-frame for %s", peer_name_,
-                            absl::FormatDuration(timeout)));
-        auto self = shared_from_this();
-        absl::Status status = error_;
-        asio::post(socket_.get_executor(), [self, status] { self->FailOnIoThread(status); });
-      }
-      cv_.wait(lock, [&] { return direct_ == Direct::kDone || closed_; });
-    }
-    const bool done = direct_ == Direct::kDone;
-    direct_ = Direct::kNone;
-    direct_dst_ = {};
-    if (done) return absl::OkStatus();  // verified before kDone was set
-    if (data_in_.empty()) return error_.ok() ? TimedOut("data", timeout) : error_;
+  const uint64_t message = data_taken_;
+  Posted* posted = PostedFor(message);
+  if (posted == nullptr && posted_.empty() && error_.ok()) {
+    // Not announced: post it now, so it is read in place if it has not begun to arrive.
+    posted_base_ = message;
+    posted_.push_back(
+        Posted{dst, message < data_started_ ? Posted::State::kQueued : Posted::State::kWaiting,
+               /*announced=*/false});
+    posted = &posted_.front();
   }
-  if (data_in_.empty()) return error_;
-  // Already queued (or of another size): take it and copy.
+  if (posted != nullptr && (posted->dst.data() != dst.data() || posted->dst.size() != dst.size())) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "data message %d from %s: RecvDataInto got another destination than the one posted",
+        message, peer_name_));
+  }
+  // Deque references stay valid while the io thread only reads and changes states.
+  auto ready = [&] {
+    if (posted == nullptr) return !data_in_.empty() || !error_.ok();
+    return posted->state == Posted::State::kDone ||
+           (posted->state == Posted::State::kQueued && !data_in_.empty()) || !error_.ok();
+  };
+  WaitFor(cv_, lock, timeout, ready);
+  if (posted != nullptr && posted->state == Posted::State::kReading) {
+    // Error or timeout with the payload half-read: the io thread still writes into
+    // dst. Fail the connection and wait until the socket is closed.
+    if (error_.ok()) {
+      error_ = absl::DeadlineExceededError(
+          absl::StrFormat("data message from %s stalled mid-frame for %s", peer_name_,
+                          absl::FormatDuration(timeout)));
+      auto self = shared_from_this();
+      absl::Status status = error_;
+      asio::post(socket_.get_executor(), [self, status] { self->FailOnIoThread(status); });
+    }
+    cv_.wait(lock, [&] { return posted->state == Posted::State::kDone || closed_; });
+  }
+  if (posted != nullptr && posted->state == Posted::State::kDone) {
+    posted_.pop_front();  // it is the front: every earlier message was taken
+    ++posted_base_;
+    ++data_taken_;
+    return absl::OkStatus();
+  }
+  const bool queued =
+      !data_in_.empty() && (posted == nullptr || posted->state == Posted::State::kQueued);
+  if (!queued) {
+    if (posted != nullptr && !posted->announced && posted->state == Posted::State::kWaiting) {
+      posted_.pop_front();  // withdrawn: dst is not written after this call
+      ++posted_base_;
+    }
+    return error_.ok() ? TimedOut("data", timeout) : error_;
+  }
+  if (posted != nullptr) {
+    posted_.pop_front();
+    ++posted_base_;
+  }
+  // Arrived before its destination was known, or of another size: take it and copy.
   TakeFront(&data_in_, &copy_scratch_);
+  ++data_taken_;
   lock.unlock();
   if (copy_scratch_.size() != dst.size()) {
     return absl::DataLossError(
@@ -284,7 +367,19 @@ absl::Status TcpConnection::RecvDataInto(absl::Span<uint8_t> dst, absl::Duration
 }
 
 absl::Status TcpConnection::RecvData(std::vector<uint8_t>* message, absl::Duration timeout) {
-  return WaitQueue(&data_in_, message, timeout, "data");
+  std::unique_lock<std::mutex> lock(mu_);
+  if (PostedFor(data_taken_) != nullptr) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "data message %d from %s has a posted destination: receive it with RecvDataInto",
+        data_taken_, peer_name_));
+  }
+  WaitFor(cv_, lock, timeout, [&] { return !data_in_.empty() || !error_.ok(); });
+  if (!data_in_.empty()) {
+    TakeFront(&data_in_, message);
+    ++data_taken_;
+    return absl::OkStatus();
+  }
+  return error_.ok() ? TimedOut("data", timeout) : error_;
 }
 
 absl::Status TcpConnection::RecvControl(std::vector<uint8_t>* message, absl::Duration timeout) {
@@ -334,6 +429,12 @@ void TcpConnection::SendErrorAndClose(const std::string& reason) {
 }
 
 absl::Status TcpConnection::SendData(absl::Span<const uint8_t> data, uint8_t codec) {
+  // On the caller's thread, where the data is hot.
+  return SendData(data, codec, Crc32c(data.data(), data.size()));
+}
+
+absl::Status TcpConnection::SendData(absl::Span<const uint8_t> data, uint8_t codec,
+                                     uint32_t crc32c) {
   if (data.size() > options_.max_payload_bytes) {
     return absl::InvalidArgumentError(
         absl::StrFormat("message of %d bytes to %s exceeds the frame limit of %d bytes: split it",
@@ -343,7 +444,7 @@ absl::Status TcpConnection::SendData(absl::Span<const uint8_t> data, uint8_t cod
   h.type = FrameType::kData;
   h.codec = codec;
   h.payload_bytes = data.size();
-  h.payload_crc32c = Crc32c(data.data(), data.size());  // on the caller's thread, data is hot
+  h.payload_crc32c = crc32c;
   return Enqueue(h, data, {}, false);
 }
 

@@ -79,20 +79,31 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   // ---- user thread (the RingTransport contract) ----
   // `data` must stay valid until WaitSendsDone() returns OK; crc32c is computed here.
   absl::Status SendData(absl::Span<const uint8_t> data, uint8_t codec);
+  // The same with the payload's crc32c computed by the caller.
+  absl::Status SendData(absl::Span<const uint8_t> data, uint8_t codec, uint32_t crc32c);
   absl::Status WaitSendsDone(absl::Duration timeout);
   absl::Status RecvData(std::vector<uint8_t>* message, absl::Duration timeout);
   // The next data message into `dst` (exactly its size, else DataLoss naming both
-  // sizes). When no message is queued yet, the io thread reads the payload straight
-  // from the socket into `dst` (no copy); `dst` is written only during this call.
-  // A timeout while the payload is half-read fails the connection (the io thread
-  // must stop writing into `dst` before this returns).
+  // sizes). When it was announced with PostRecvsInto, or has not started to arrive
+  // yet, the io thread reads the payload straight from the socket into `dst` (no
+  // copy); else it is copied from the queue. Unless announced, `dst` is written only
+  // during this call. A timeout while the payload is half-read fails the connection
+  // (the io thread must stop writing into `dst` before this returns).
   absl::Status RecvDataInto(absl::Span<uint8_t> dst, absl::Duration timeout);
+  // RingTransport::PostRecvsInto / CancelRecvsInto for the data messages of this
+  // connection: data message `skip` after the next one not yet taken goes to
+  // dsts[0], and so on.
+  absl::Status PostRecvsInto(size_t skip, absl::Span<const absl::Span<uint8_t>> dsts);
+  void CancelRecvsInto();
   absl::Status RecvControl(std::vector<uint8_t>* message, absl::Duration timeout);
   // Frames sent from now on carry `epoch`; received frames older than it are refused.
   void SetEpoch(uint64_t epoch);
   void SetStep(uint64_t step);
   uint64_t bytes_sent() const { return bytes_sent_.load(); }
   uint64_t bytes_received() const { return bytes_received_.load(); }
+  // Data messages read straight into a destination given by RecvDataInto or
+  // PostRecvsInto (the rest were queued, and copied if taken with RecvDataInto).
+  uint64_t messages_read_in_place() const { return in_place_.load(); }
 
  private:
   struct OutFrame {
@@ -126,6 +137,7 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   std::atomic<uint64_t> min_epoch_{0};
   std::atomic<uint64_t> bytes_sent_{0};
   std::atomic<uint64_t> bytes_received_{0};
+  std::atomic<uint64_t> in_place_{0};
 
   // io-thread state
   FrameHandler handshake_handler_;
@@ -163,13 +175,25 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   std::vector<std::vector<uint8_t>> spare_;
   size_t spare_bytes_ = 0;
   bool reading_paused_ = false;
-  // RecvDataInto: kPosted = the user waits with direct_dst_ and nothing is queued;
-  // the io thread claims it (kReading) for the next data frame of that size and
-  // sets kDone once the payload is verified.
-  enum class Direct { kNone, kPosted, kReading, kDone };
-  Direct direct_ = Direct::kNone;
-  absl::Span<uint8_t> direct_dst_;
-  std::vector<uint8_t> copy_scratch_;  // RecvDataInto's fallback when a message was queued
+  // Data messages are numbered from 0 on this connection: the io thread has begun
+  // reading data_started_ of them, the user has taken data_taken_.
+  uint64_t data_started_ = 0;
+  uint64_t data_taken_ = 0;
+  // Destinations for messages posted_base_, posted_base_ + 1, ... (PostRecvsInto, or
+  // one posted by a waiting RecvDataInto). The io thread reads a message of the
+  // destination's size straight into it (kWaiting -> kReading -> kDone once the
+  // payload is verified); any other message goes to data_in_ (kQueued).
+  struct Posted {
+    enum class State { kWaiting, kReading, kDone, kQueued };
+    absl::Span<uint8_t> dst;
+    State state;
+    bool announced;  // by PostRecvsInto (else by RecvDataInto, withdrawn on its timeout)
+  };
+  std::deque<Posted> posted_;
+  uint64_t posted_base_ = 0;
+  uint64_t direct_message_ = 0;         // io thread: number of the message read in place
+  std::vector<uint8_t> copy_scratch_;   // RecvDataInto's fallback when a message was queued
+  Posted* PostedFor(uint64_t message);  // mu_ held; null when not posted
 };
 
 }  // namespace rt::net

@@ -87,6 +87,11 @@ absl::Status TcpRing::SendToNext(absl::Span<const uint8_t> data) {
   return next_->connection().SendData(data, 0);
 }
 
+absl::Status TcpRing::SendToNextWithCrc32c(absl::Span<const uint8_t> data, uint32_t crc32c) {
+  if (!next_) return absl::FailedPreconditionError("a ring of one peer has no successor");
+  return next_->connection().SendData(data, 0, crc32c);
+}
+
 absl::Status TcpRing::WaitSendsDone(absl::Duration timeout) {
   if (!next_) return absl::OkStatus();
   return next_->connection().WaitSendsDone(timeout);
@@ -101,6 +106,15 @@ absl::Status TcpRing::RecvFromPrevInto(absl::Span<uint8_t> dst, std::vector<uint
                                        absl::Duration timeout) {
   if (!prev_) return absl::FailedPreconditionError("a ring of one peer has no predecessor");
   return prev_->connection().RecvDataInto(dst, timeout);
+}
+
+absl::Status TcpRing::PostRecvsInto(size_t skip, absl::Span<const absl::Span<uint8_t>> dsts) {
+  if (!prev_) return absl::FailedPreconditionError("a ring of one peer has no predecessor");
+  return prev_->connection().PostRecvsInto(skip, dsts);
+}
+
+void TcpRing::CancelRecvsInto() {
+  if (prev_) prev_->connection().CancelRecvsInto();
 }
 
 void TcpRing::SetEpoch(uint64_t epoch) {

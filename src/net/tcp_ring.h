@@ -8,10 +8,11 @@
 // another order (issue 5) or with other members (issue 6) reuses the same node with
 // a new `channel`, so old and new links never mix.
 //
-// Messages: SendToNext computes the crc32c on the caller's thread and queues a
-// scatter-gather write (header + the caller's bytes, no copy); RecvFromPrev swaps the
-// received buffer into the caller's vector (no copy; its old capacity is recycled);
-// RecvFromPrevInto lets the io thread read a message straight into its destination.
+// Messages: SendToNext computes the crc32c on the caller's thread (or takes the
+// caller's: SendToNextWithCrc32c) and queues a scatter-gather write (header + the caller's bytes,
+// no copy); RecvFromPrev swaps the received buffer into the caller's vector (no copy; its old
+// capacity is recycled); RecvFromPrevInto lets the io thread read a message straight into its
+// destination (announced in advance with PostRecvsInto, even while earlier messages are queued).
 #pragma once
 
 #include <memory>
@@ -48,12 +49,16 @@ class TcpRing : public RingTransport {
   int rank() const override { return position_; }
   int size() const override { return static_cast<int>(order_.size()); }
   absl::Status SendToNext(absl::Span<const uint8_t> data) override;
+  absl::Status SendToNextWithCrc32c(absl::Span<const uint8_t> data, uint32_t crc32c) override;
   absl::Status WaitSendsDone(absl::Duration timeout) override;
   absl::Status RecvFromPrev(std::vector<uint8_t>* message, absl::Duration timeout) override;
   // Reads the payload straight from the socket into dst when the caller waits before
   // it arrives (TcpConnection::RecvDataInto); `scratch` is unused.
   absl::Status RecvFromPrevInto(absl::Span<uint8_t> dst, std::vector<uint8_t>* scratch,
                                 absl::Duration timeout) override;
+  // Announced messages are read in place by the io thread as soon as they arrive.
+  absl::Status PostRecvsInto(size_t skip, absl::Span<const absl::Span<uint8_t>> dsts) override;
+  void CancelRecvsInto() override;
 
   // Frames sent from now on carry `epoch`; older frames received are refused.
   void SetEpoch(uint64_t epoch);

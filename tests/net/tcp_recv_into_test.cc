@@ -1,6 +1,7 @@
 // TcpRing::RecvFromPrevInto: messages read straight into the caller's buffer (when the
-// caller waits first) or copied from the queue (when they arrived first), in order
-// with RecvFromPrev; wrong sizes, timeouts and a dying peer are errors, never hangs.
+// caller waits first, or posted the destination in advance with PostRecvsInto) or
+// copied from the queue (when they arrived first), in order with RecvFromPrev; wrong
+// sizes, timeouts, withdrawn destinations and a dying peer are errors, never hangs.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -8,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/clock.h"
 #include "net/tcp_ring.h"
 #include "net_test_util.h"
 
@@ -135,6 +137,127 @@ TEST_CASE("tcp ring: RecvFromPrevInto times out cleanly and fails when the peer 
   killer.join();
   CHECK(!st.ok());
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+}
+
+uint64_t InPlace(TcpRing& ring) { return ring.prev_link()->connection().messages_read_in_place(); }
+
+TEST_CASE("tcp ring: posted destinations are filled in place even behind queued messages") {
+  auto rings = TwoRings();
+  TcpRing& sender = *rings[0];
+  TcpRing& receiver = *rings[1];
+  // Two ordinary messages first, then four whose destinations are posted in advance
+  // (skip = 2), one of them empty.
+  const auto first = Pattern(kBig, 1), second = Pattern(300, 2);
+  std::vector<std::vector<uint8_t>> posted_out = {Pattern(kBig, 3), Pattern(0, 4),
+                                                  Pattern(65537, 5), Pattern(kBig / 2 + 3, 6)};
+  std::vector<std::vector<uint8_t>> in;
+  std::vector<absl::Span<uint8_t>> dsts;
+  for (const auto& m : posted_out) in.emplace_back(m.size(), 0xee);
+  for (auto& v : in) dsts.push_back(absl::MakeSpan(v));
+  const uint64_t in_place_before = InPlace(receiver);
+  REQUIRE(receiver.PostRecvsInto(2, dsts).ok());
+  REQUIRE(sender.SendToNext(first).ok());
+  REQUIRE(sender.SendToNext(second).ok());
+  for (const auto& m : posted_out) REQUIRE(sender.SendToNext(m).ok());
+  REQUIRE(sender.WaitSendsDone(absl::Seconds(30)).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // all of it has arrived
+
+  std::vector<uint8_t> got, scratch;
+  // A posted message is not taken by RecvFromPrev, and a destination must match.
+  REQUIRE(receiver.RecvFromPrev(&got, absl::Seconds(30)).ok());
+  CHECK(got == first);
+  REQUIRE(receiver.RecvFromPrev(&got, absl::Seconds(30)).ok());
+  CHECK(got == second);
+  CHECK(receiver.RecvFromPrev(&got, absl::Seconds(1)).code() ==
+        absl::StatusCode::kFailedPrecondition);
+  std::vector<uint8_t> other(kBig);
+  CHECK(receiver.RecvFromPrevInto(absl::MakeSpan(other), &scratch, absl::Seconds(1)).code() ==
+        absl::StatusCode::kInvalidArgument);
+  for (size_t i = 0; i < in.size(); ++i) {
+    CAPTURE(i);
+    REQUIRE(receiver.RecvFromPrevInto(dsts[i], &scratch, absl::Seconds(30)).ok());
+    CHECK(in[i] == posted_out[i]);
+  }
+  CHECK(InPlace(receiver) - in_place_before == posted_out.size());
+
+  // A second announcement continues where the first ended (skip counts the
+  // messages still announced); an overlap or a gap is refused.
+  std::vector<uint8_t> a(1000), b(2000);
+  std::vector<absl::Span<uint8_t>> one = {absl::MakeSpan(a)}, two = {absl::MakeSpan(b)};
+  REQUIRE(receiver.PostRecvsInto(0, one).ok());
+  CHECK(receiver.PostRecvsInto(0, two).code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(receiver.PostRecvsInto(2, two).code() == absl::StatusCode::kFailedPrecondition);
+  REQUIRE(receiver.PostRecvsInto(1, two).ok());
+  const auto ma = Pattern(1000, 7), mb = Pattern(2000, 8);
+  REQUIRE(sender.SendToNext(ma).ok());
+  REQUIRE(sender.SendToNext(mb).ok());
+  REQUIRE(receiver.RecvFromPrevInto(absl::MakeSpan(a), &scratch, absl::Seconds(30)).ok());
+  REQUIRE(receiver.RecvFromPrevInto(absl::MakeSpan(b), &scratch, absl::Seconds(30)).ok());
+  CHECK(a == ma);
+  CHECK(b == mb);
+  REQUIRE(sender.WaitSendsDone(absl::Seconds(30)).ok());
+}
+
+TEST_CASE("tcp ring: posting after the message arrived copies it; another size is refused") {
+  auto rings = TwoRings();
+  const auto early = Pattern(4000, 1), wrong = Pattern(500, 2), next = Pattern(kBig, 3);
+  REQUIRE(rings[0]->SendToNext(early).ok());
+  REQUIRE(rings[0]->WaitSendsDone(absl::Seconds(30)).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::vector<uint8_t> a(4000), b(499), c(kBig), scratch;
+  std::vector<absl::Span<uint8_t>> dsts = {absl::MakeSpan(a), absl::MakeSpan(b), absl::MakeSpan(c)};
+  REQUIRE(rings[1]->PostRecvsInto(0, dsts).ok());
+  REQUIRE(rings[0]->SendToNext(wrong).ok());
+  REQUIRE(rings[0]->SendToNext(next).ok());
+  REQUIRE(rings[1]->RecvFromPrevInto(dsts[0], &scratch, absl::Seconds(30)).ok());
+  CHECK(a == early);
+  absl::Status st = rings[1]->RecvFromPrevInto(dsts[1], &scratch, absl::Seconds(30));
+  CHECK(st.code() == absl::StatusCode::kDataLoss);
+  CHECK(StatusText(st).find("499") != std::string::npos);
+  CHECK(StatusText(st).find("500") != std::string::npos);
+  REQUIRE(rings[1]->RecvFromPrevInto(dsts[2], &scratch, absl::Seconds(30)).ok());
+  CHECK(c == next);
+  REQUIRE(rings[0]->WaitSendsDone(absl::Seconds(30)).ok());
+}
+
+TEST_CASE("tcp ring: withdrawn destinations are never written; one already filled fails the link") {
+  auto rings = TwoRings();
+  std::vector<uint8_t> scratch;
+  {
+    // Nothing arrived yet: withdrawing leaves the link usable, the message is queued.
+    std::vector<uint8_t> dst(3000, 0xee);
+    std::vector<absl::Span<uint8_t>> dsts = {absl::MakeSpan(dst)};
+    REQUIRE(rings[1]->PostRecvsInto(0, dsts).ok());
+    CHECK(rings[1]->RecvFromPrevInto(dsts[0], &scratch, absl::Milliseconds(50)).code() ==
+          absl::StatusCode::kDeadlineExceeded);
+    rings[1]->CancelRecvsInto();
+    const auto m = Pattern(3000, 1);
+    REQUIRE(rings[0]->SendToNext(m).ok());
+    std::vector<uint8_t> got;
+    REQUIRE(rings[1]->RecvFromPrev(&got, absl::Seconds(30)).ok());
+    CHECK(got == m);
+    CHECK(dst == std::vector<uint8_t>(3000, 0xee));
+  }
+  {
+    // Filled in place but never received: the stream and the buffers disagree now,
+    // so the link fails with an error instead of losing the message silently.
+    std::vector<uint8_t> dst(kBig);
+    std::vector<absl::Span<uint8_t>> dsts = {absl::MakeSpan(dst)};
+    REQUIRE(rings[1]->PostRecvsInto(0, dsts).ok());
+    const auto m = Pattern(kBig, 2);
+    REQUIRE(rings[0]->SendToNext(m).ok());
+    REQUIRE(rings[0]->WaitSendsDone(absl::Seconds(30)).ok());
+    rt::Stopwatch watch;
+    while (InPlace(*rings[1]) == 0 && watch.ElapsedSeconds() < 20) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    rings[1]->CancelRecvsInto();
+    std::vector<uint8_t> got;
+    absl::Status st = rings[1]->RecvFromPrev(&got, absl::Seconds(10));
+    INFO(st.ToString());
+    CHECK(st.code() == absl::StatusCode::kAborted);
+    CHECK(StatusText(st).find("abandoned") != std::string::npos);
+  }
 }
 
 }  // namespace
