@@ -108,7 +108,7 @@ class RingGradientReducer final : public GradientReducer {
   // in progress with `why`, so BeginStep / Finish / CheckParamHash / SyncState return
   // an error promptly (a ring re-form in progress ends within its form wait, at most
   // comm.probe.form_wait). Afterwards the reducer is only destroyed.
-  void Abort(const absl::Status& why);
+  void Abort(const absl::Status& why) override;
 
   // The ring order in hosts-file ranks (TCP ring; empty otherwise) and the current
   // codec plan (null before the first auto plan).
