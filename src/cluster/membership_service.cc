@@ -34,6 +34,7 @@ struct MembershipService::OutLink {
   std::shared_ptr<net::PendingLink> dialing;
   int64_t dial_after_ms = 0;
   int64_t dial_started_ms = 0;
+  int64_t up_ms = 0;                                // when the current link was adopted
   bool warned = false;                              // a fatal refusal was logged
   std::deque<std::pair<int64_t, Envelope>> queued;  // (ms, envelope) sent while no link was up
 };
@@ -417,11 +418,23 @@ void MembershipService::PumpLinks(int64_t now_ms) {
       o->dial_after_ms = now_ms;
       if (!Blocked(peer)) membership_->OnLinkBroken(peer, now_ms);
     }
+    // A link up for longer than the peer timeout to a peer we have not heard from
+    // for that long: after a network cut the old TCP connection resumes only at its
+    // next retransmission (exponential backoff: seconds), a new one within about a
+    // second of the cut healing. So reconnect (the peer does the same).
+    if (o->link && now_ms - o->up_ms > options_.peer_timeout_ms && !Blocked(peer) &&
+        !membership_->IsAlive(peer, now_ms)) {
+      LogDebug("control link to %s: nothing heard for over %d ms; reconnecting", peer,
+               options_.peer_timeout_ms);
+      o->link.reset();
+      o->dial_after_ms = now_ms;
+    }
     if (o->dialing && o->dialing->Wait(absl::ZeroDuration())) {
       absl::StatusOr<std::unique_ptr<net::Link>> link = o->dialing->Take();
       o->dialing.reset();
       if (link.ok()) {
         o->link = *std::move(link);
+        o->up_ms = now_ms;
         o->warned = false;
         for (const auto& [ms, env] : o->queued) {
           // Older ones belong to a round of the protocol that has moved on.
