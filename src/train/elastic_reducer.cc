@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -22,6 +23,8 @@ constexpr char kStepSection[] = "step";
 // How often the wait for a view polls for decisions and signals, and logs.
 constexpr absl::Duration kPoll = absl::Milliseconds(100);
 constexpr int64_t kWaitLogEveryMs = 10000;
+// How often a ring formation checks for a newer decision.
+constexpr absl::Duration kFormPoll = absl::Milliseconds(20);
 
 std::string Names(const std::vector<cluster::PeerId>& peers) {
   return peers.empty() ? "none" : absl::StrJoin(peers, " ");
@@ -126,6 +129,7 @@ void ElasticReducer::StepCompleted(int64_t step) {
 }
 
 bool ElasticReducer::WritesCheckpoints() const {
+  if (removed_) return false;
   return cluster::CheckpointDutyOf(view_, self_, options_.ckpt_shared).write;
 }
 
@@ -161,8 +165,7 @@ absl::StatusOr<BoundaryAction> ElasticReducer::AtStepBoundary() {
   while (true) {
     MaybeReloadHosts();
     // Every queued decision first; wait for one (briefly) only while there is no ring.
-    std::optional<cluster::Decision> d =
-        service_->NextDecision(inner_ ? absl::ZeroDuration() : kPoll);
+    std::optional<cluster::Decision> d = NextDecision(inner_ ? absl::ZeroDuration() : kPoll);
     if (d) {
       RETURN_IF_ERROR(Handle(*d));
       if (left_) return BoundaryAction::kStop;
@@ -246,6 +249,7 @@ absl::Status ElasticReducer::Handle(const cluster::Decision& d) {
       DropRing(d.reason);
       LogInfo("leaving the job: %s", d.reason);
       left_ = true;
+      removed_ = true;  // no checkpoint duty any more
       return absl::OkStatus();
     case cluster::Decision::kSuspect:
     case cluster::Decision::kWarning:
@@ -318,7 +322,12 @@ absl::Status ElasticReducer::Install(const cluster::Decision& d) {
       a.need_state.empty() ? absl::Milliseconds(2 * options_.peer_timeout_ms) + absl::Seconds(5)
                            : options_.wait;
   absl::StatusOr<std::unique_ptr<net::TcpRing>> ring =
-      net::TcpRing::Form(node, order, cluster::RingChannel(v), form_wait);
+      FormRing(order, cluster::RingChannel(v), form_wait);
+  if (absl::IsCancelled(ring.status())) {
+    LogInfo("gave up forming the ring of view epoch %d: %s", v.epoch,
+            std::string(ring.status().message()));
+    return absl::OkStatus();
+  }
   if (!ring.ok()) {
     LogWarning("the ring of view epoch %d did not form: %s", v.epoch,
                std::string(ring.status().message()));
@@ -343,15 +352,61 @@ absl::Status ElasticReducer::Install(const cluster::Decision& d) {
   const int64_t now = NowMs();
   std::string lost;
   if (last_step_ms_ >= 0) {
-    lost = absl::StrFormat("; %.2f s since this peer's last step, %d step(s) redone",
-                           (now - last_step_ms_) / 1000.0,
-                           std::max<int64_t>(0, last_step_done_ - a.resume.step) + 1);
+    lost = absl::StrFormat("; %.2f s since this peer completed step %d",
+                           (now - last_step_ms_) / 1000.0, last_step_done_);
   }
   LogInfo(
       "training in view epoch %d: %d peers [%s], leader %s, this peer at position %d; "
       "resuming after step %d%s",
       v.epoch, size, Names(v.members), v.leader(), position, a.resume.step, lost);
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<net::TcpRing>> ElasticReducer::FormRing(std::vector<int> order,
+                                                                       uint64_t channel,
+                                                                       absl::Duration wait) {
+  struct Result {
+    std::mutex mu;
+    bool done = false;
+    absl::StatusOr<std::unique_ptr<net::TcpRing>> ring = absl::UnknownError("forming");
+  };
+  auto result = std::make_shared<Result>();
+  std::thread former([node = options_.node, order = std::move(order), channel, wait, result] {
+    absl::StatusOr<std::unique_ptr<net::TcpRing>> ring =
+        net::TcpRing::Form(node, order, channel, wait);
+    std::lock_guard<std::mutex> lock(result->mu);
+    result->ring = std::move(ring);
+    result->done = true;
+  });
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(result->mu);
+      if (result->done) {
+        former.join();
+        return std::move(result->ring);
+      }
+    }
+    std::optional<cluster::Decision> d = service_->NextDecision(kFormPoll);
+    if (!d || d->kind == cluster::Decision::kSuspect || d->kind == cluster::Decision::kWarning) {
+      continue;  // logged by the service; a change that matters follows as its own decision
+    }
+    // The cluster moved on: leave the formation to finish (or time out) on its own
+    // (it owns its copies; a ring it forms late is closed at once) and handle `d`.
+    pending_.push_back(*std::move(d));
+    former.detach();
+    return absl::CancelledError(absl::StrCat("the cluster moved on (",
+                                             cluster::DecisionKindName(pending_.back().kind), ": ",
+                                             pending_.back().reason, ")"));
+  }
+}
+
+std::optional<cluster::Decision> ElasticReducer::NextDecision(absl::Duration timeout) {
+  if (!pending_.empty()) {
+    cluster::Decision d = std::move(pending_.front());
+    pending_.pop_front();
+    return d;
+  }
+  return service_->NextDecision(timeout);
 }
 
 // ---------------------------------------------------------------- state

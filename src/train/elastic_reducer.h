@@ -13,7 +13,8 @@
 //     behind; a member behind fetches the agreed state (FetchAgreedState: step,
 //     params, AdamW moments; the data position is the step) and reports SetState, or
 //     StateTransferFailed; then the ring of the view forms and `make_reducer` wraps it
-//     (a RingGradientReducer). kPause/kStopTraining drop the ring; kExcluded discards
+//     (a RingGradientReducer); a formation is given up as soon as a newer decision
+//     arrives (a member died meanwhile). kPause/kStopTraining drop the ring; kExcluded discards
 //     the state (reports "no state") so the next view sends a fresh copy; kLeave
 //     stops cleanly.
 //   Abort: decisions are also seen on the control thread (on_decision): a view change
@@ -41,6 +42,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -122,12 +124,20 @@ class ElasticReducer final : public GradientReducer {
   absl::Status LoadSnapshot(const cluster::StateSnapshot& snap);
   cluster::StateSource Snapshot();
   void DropRing(const std::string& why);
+  // TcpRing::Form on a helper thread, given up (Cancelled) as soon as a decision that
+  // changes the view arrives (it goes to pending_), so no peer sits in a formation
+  // the cluster has left behind.
+  absl::StatusOr<std::unique_ptr<net::TcpRing>> FormRing(std::vector<int> order, uint64_t channel,
+                                                         absl::Duration wait);
+  // pending_ first, then the service's queue.
+  std::optional<cluster::Decision> NextDecision(absl::Duration timeout);
   void MaybeReloadHosts();
 
   ElasticOptions options_;
   std::unique_ptr<cluster::MembershipService> service_;
   cluster::PeerId self_;
   TrainStateRef state_;
+  std::deque<cluster::Decision> pending_;  // taken from the service, not handled yet
   cluster::StateVersion version_{0, -1};
   uint8_t step_bytes_[8] = {};  // the "step" section while serving
 
@@ -143,7 +153,8 @@ class ElasticReducer final : public GradientReducer {
   std::atomic<bool> aborted_{false};
 
   bool stop_after_step_ = false;
-  bool left_ = false;
+  bool left_ = false;     // stop at the boundary (kLeave, or signalled outside a ring)
+  bool removed_ = false;  // kLeave: removed from the hosts file
   int consecutive_failures_ = 0;
   int64_t failed_at_ms_ = -1;    // an unexplained step failure: report it if no view change
   int64_t last_step_ms_ = -1;    // when the last step completed (for "seconds lost")
