@@ -29,8 +29,8 @@
 // bytes on every peer (crc32c allgather).
 //
 // Output: a human table, then, last, one JSON line for the last size (fields of
-// DESIGN "bench allreduce" plus peers, rank, size, iters) with every size in
-// "results".
+// DESIGN "bench allreduce" plus peers, rank, size, iters, ring_order: hosts-file
+// ranks in ring order) with every size in "results".
 #include <sys/resource.h>
 
 #include <algorithm>
