@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <optional>
@@ -60,7 +61,8 @@ struct Metric {
 inline std::mt19937_64 SeededRng(const char* test) {
   uint64_t seed = static_cast<uint64_t>(absl::ToUnixNanos(absl::Now())) ^ getpid();
   if (const char* s = std::getenv("RT_FAULT_SEED")) seed = std::strtoull(s, nullptr, 10);
-  MESSAGE(std::string(test) << ": random seed " << seed << " (repeat with RT_FAULT_SEED=" << seed << ")");
+  MESSAGE(std::string(test) << ": random seed " << seed << " (repeat with RT_FAULT_SEED=" << seed
+                            << ")");
   return std::mt19937_64(seed);
 }
 
@@ -91,7 +93,21 @@ class FaultCluster {
     for (int i = 0; i < n; ++i) e.push_back("127.0.0.1:" + std::to_string(base_port + i));
     return e;
   }
-  ~FaultCluster() { KillAll(); }
+  // RT_FAULT_KEEP=DIR keeps a copy of every peer's logs, metrics and hosts files
+  // in DIR/<cluster dir name> (for debugging a failure).
+  ~FaultCluster() {
+    KillAll();
+    if (const char* keep = std::getenv("RT_FAULT_KEEP")) {
+      std::error_code ec;
+      const std::filesystem::path to =
+          std::filesystem::path(keep) / std::filesystem::path(dir_).filename();
+      std::filesystem::create_directories(to, ec);
+      std::filesystem::copy(dir_, to,
+                            std::filesystem::copy_options::recursive |
+                                std::filesystem::copy_options::overwrite_existing,
+                            ec);
+    }
+  }
   FaultCluster(const FaultCluster&) = delete;
   FaultCluster& operator=(const FaultCluster&) = delete;
 
@@ -428,6 +444,36 @@ inline void CheckFinal(FaultCluster& c, const std::vector<int>& live, int64_t st
     }
   }
   CHECK(compared > 0);
+}
+
+// The steps of a run that a test ends with SIGTERM (any large number).
+inline constexpr int kUntilStopped = 1000000;
+
+// Ends a faulty run the way users do (SIGTERM to every peer: they agree on one last
+// step, the leader checkpoints, all exit 0), checks that every peer of `live` ends
+// at one step with one param_hash (CheckFinal), then trains an uninterrupted run of
+// `n` peers in `ref_dir` to exactly that step with args_for(step) and checks that
+// the faulty run's final loss equals the uninterrupted one within 1e-4 relative.
+// The job's length thereby does not depend on how fast this machine is today.
+inline void StopAndCompareWithUninterrupted(
+    FaultCluster& c, const std::vector<int>& live, const std::string& ref_dir, int n,
+    const std::function<std::vector<std::string>(int64_t)>& args_for, int base_port) {
+  for (int i : live) c.Signal(i, SIGTERM);
+  CheckFinal(c, live, -1, nullptr, 120);
+  c.Poll();
+  REQUIRE(c.MetricCount(live[0]) > 0);
+  const int64_t last = c.Metrics(live[0]).back().step;
+  const Metric ref = ReferenceRun(ref_dir, n, args_for(last), base_port, 150);
+  REQUIRE(ref.step == last);
+  for (int i : live) {
+    const Metric& m = c.Metrics(i).back();
+    const double rel = std::fabs(m.loss - ref.loss) / std::max(1e-12, std::fabs(ref.loss));
+    CHECK_MESSAGE(rel <= 1e-4, "peer " << i << " loss " << m.loss << " at step " << m.step
+                                       << " vs uninterrupted " << ref.loss << " (relative " << rel
+                                       << ")");
+  }
+  std::printf("fault figure: final loss at step %lld: faulty run %.9g, uninterrupted %.9g\n",
+              static_cast<long long>(last), c.Metrics(live[0]).back().loss, ref.loss);
 }
 
 // Figures of one failure, printed as "fault figure: ..." lines for the closing note.

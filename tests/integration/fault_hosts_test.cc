@@ -21,7 +21,6 @@ using namespace rt::integration::fault;  // NOLINT: test-local harness
 using rt::integration::TempDir;
 using rt::integration::TestBasePort;
 
-constexpr int kSteps = 3000;
 constexpr int kGlobalBatch = 24;  // 12 slots of --batch 2: shared by 3 or 4 peers
 
 // The longest time between two consecutive metrics lines of peer i (seconds).
@@ -38,9 +37,11 @@ TEST_CASE("fault: grow 3 -> 4 peers by a hosts-file line and SIGHUP, then shrink
   TempDir tmp;
   WriteFaultData(tmp / "data");
   std::mt19937_64 rng = SeededRng("grow and shrink");
-  const std::vector<std::string> args = TinyTrainArgs(tmp / "data", kSteps, kGlobalBatch);
+  const auto args_for = [&](int64_t steps) {
+    return TinyTrainArgs(tmp / "data", static_cast<int>(steps), kGlobalBatch);
+  };
+  const std::vector<std::string> args = args_for(kUntilStopped);
   const int base = TestBasePort();
-  const Metric ref = ReferenceRun(tmp / "ref", 3, args, base, 150);
 
   FaultCluster c(tmp / "run", 4, args, base + 10);
   c.WriteHostsAll({0, 1, 2});
@@ -82,5 +83,5 @@ TEST_CASE("fault: grow 3 -> 4 peers by a hosts-file line and SIGHUP, then shrink
         i, gap);
     CHECK(gap < 10.0);
   }
-  CheckFinal(c, {0, 1, 2}, kSteps, &ref, 150);
+  StopAndCompareWithUninterrupted(c, {0, 1, 2}, tmp / "ref", 3, args_for, base);
 }
