@@ -173,7 +173,9 @@ TEST_CASE("ring: 3 dense peers on loopback equal one peer with --accum 3") {
       LocalRing(tmp, 3, base,
                 Concat(TrainFlags(tmp, kLr),
                        {"--steps=" + std::to_string(steps), "--check-every=1", "--ckpt-dir",
-                        tmp / "ring", "--ckpt-shared", "--metrics", tmp / "m.jsonl"}));
+                        tmp / "ring", "--ckpt-shared", "--metrics", tmp / "m.jsonl",
+                        // the hosts-file order, so ring position == line (checked per step)
+                        "--probe-every=-1"}));
   INFO("ring stdout:\n", ring.out, "\nring stderr:\n", ring.err);
   REQUIRE(ring.exit_code == 0);
   CHECK(Contains(ring.out, "[r2] step    50/50"));
