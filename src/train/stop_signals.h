@@ -2,7 +2,9 @@
 //
 // SIGTERM and SIGINT ask for a clean stop: the peers stop together at a step
 // boundary, the leader checkpoints and every peer exits 0 (train/elastic_reducer.h).
-// A second SIGTERM/SIGINT exits at once (status 128 + signal). SIGHUP asks to re-read
+// Another SIGTERM/SIGINT more than 3 s after the first exits at once (status
+// 128 + signal); one within 3 s is taken as the same request (Ctrl-C reaches both
+// tools/local-ring and the peers, and local-ring forwards SIGTERM). SIGHUP asks to re-read
 // the hosts file. The handlers only set atomic flags; everything else happens on
 // the training thread.
 #pragma once
