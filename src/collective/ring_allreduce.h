@@ -62,6 +62,8 @@ class RingAllreduce {
     size_t begin, end;
     size_t size() const { return end - begin; }
   };
+  // Own reduce-scatter chunks queued ahead of the one being received (see run()).
+  static constexpr size_t kOwnLookahead = 4;
   int Mod(int i) const { return ((i % size_) + size_) % size_; }
   Range Chunk(int segment, size_t chunk) const;
   size_t ElementBytes() const { return options_.wire == WireFormat::kFp32 ? 4 : 2; }

@@ -13,6 +13,15 @@
 #include "collective/ring_allreduce.h"
 #include "core/clock.h"
 
+#if defined(__SANITIZE_THREAD__)
+// The kernel reads a send buffer inside sendmsg; that the read is over before the
+// peer's reply overwrites the buffer is proved by the reply itself, an order that
+// travels through a socket ThreadSanitizer cannot see. So TSan does not count the
+// kernel's read as an access of the sending thread; every access by our own threads
+// stays checked (ring_allreduce.cc explains the allgather's in-place writes).
+extern "C" const char* __tsan_default_options() { return "intercept_send=0"; }
+#endif
+
 namespace {
 
 using namespace rt::collective;
@@ -70,7 +79,7 @@ TEST_CASE("tcp allreduce: exact, identical bytes, allgather read in place, N = 2
         options.chunk_bytes = 16 << 10;  // many chunks: queues fill and pause
         options.timeout = absl::Seconds(30);
         options.wire = wire;
-        const uint64_t in_place_before =
+        [[maybe_unused]] const uint64_t in_place_before =
             rings[0]->prev_link()->connection().messages_read_in_place();
         for (const absl::Status& st : RunAll(rings, data, options)) {
           INFO(st.ToString());
@@ -88,10 +97,12 @@ TEST_CASE("tcp allreduce: exact, identical bytes, allgather read in place, N = 2
         }
         CHECK(exact);
         CHECK(identical);
+#if !defined(__SANITIZE_THREAD__)  // (under TSan only a waited-for chunk is read in place)
         if (len == big) {
           // The allgather destinations were posted up front: chunks go straight into place.
           CHECK(rings[0]->prev_link()->connection().messages_read_in_place() > in_place_before);
         }
+#endif
       }
     }
   }
