@@ -341,7 +341,10 @@ absl::Status ElasticReducer::Install(const cluster::Decision& d) {
   view_ = v;
   position_ = position;
   size_ = size;
-  leader_rank_ = cluster::NodeRankOf(*node, v.leader());
+  // The leader's line in the agreed hosts file (node slots stop matching lines once a
+  // line is removed from the middle of the file at run time).
+  leader_rank_ = cluster::RankOf(service_->agreed_hosts(), v.leader());
+  if (leader_rank_ < 0) leader_rank_ = cluster::NodeRankOf(*node, v.leader());
   inner_ = std::move(inner);
   {
     std::lock_guard<std::mutex> lock(ring_mu_);
