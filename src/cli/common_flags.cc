@@ -54,6 +54,13 @@ ABSL_FLAG(int, probe_every, 0,
 ABSL_FLAG(double, comm_budget, 0,
           "--compress auto: communication may take this fraction of the step's compute "
           "time (0 = it must hide behind the backward pass)");
+// Density warm-up of top-k (issue 5): geometric from density^(1/(N+1)) at step 0 down
+// to the target density at step N (collective/codec_spec.h TopKDensityAt). Measured on
+// the 3-peer learning curves (tools/learning-curves): 50 steps did not close top-k's gap
+// to dense under AdamW, so the default is off.
+ABSL_FLAG(int, topk_warmup, 0,
+          "Top-k density warm-up: steps over which the density falls geometrically from "
+          "almost dense to --compress topk:D (0 = none)");
 
 namespace rt::cli {
 
@@ -68,13 +75,19 @@ std::vector<std::string> RingFlagNames() {
   return {"hosts", "self", "rank", "wait", "secret_file", "compress", "zstd_level", "bucket_mb"};
 }
 
-std::vector<std::string> CommFlagNames() { return {"probe_every", "comm_budget"}; }
+std::vector<std::string> CommFlagNames() { return {"probe_every", "comm_budget", "topk_warmup"}; }
 
 absl::StatusOr<std::string> ApplyCommFlags(train::RingReducerOptions* options) {
   const std::string compress = absl::GetFlag(FLAGS_compress);
   const int zstd_level = absl::GetFlag(FLAGS_zstd_level);
   const int probe_every = absl::GetFlag(FLAGS_probe_every);
   const double comm_budget = absl::GetFlag(FLAGS_comm_budget);
+  const int topk_warmup = absl::GetFlag(FLAGS_topk_warmup);
+  if (topk_warmup < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--topk-warmup must be >= 0 steps, got %d", topk_warmup));
+  }
+  options->buckets.topk_warmup_steps = topk_warmup;
   if (probe_every < -1) {
     return absl::InvalidArgumentError(
         absl::StrFormat("--probe-every must be >= 0 steps, or -1 (never), got %d", probe_every));
@@ -112,7 +125,8 @@ absl::StatusOr<std::string> ApplyCommFlags(train::RingReducerOptions* options) {
     options->buckets.codec = *spec;
     codec = spec->ToString();
   }
-  return absl::StrFormat("%s probe_every=%d comm_budget=%g", codec, probe_every, comm_budget);
+  return absl::StrFormat("%s probe_every=%d comm_budget=%g topk_warmup=%d", codec, probe_every,
+                         comm_budget, topk_warmup);
 }
 
 absl::StatusOr<net::RingSetup> RingSetupFromFlags(const std::string& cluster_id) {

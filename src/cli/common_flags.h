@@ -49,6 +49,7 @@ ABSL_DECLARE_FLAG(double, bucket_mb);
 // Link probing and automatic codec choice (train; bench allreduce reads --compress auto).
 ABSL_DECLARE_FLAG(int, probe_every);
 ABSL_DECLARE_FLAG(double, comm_budget);
+ABSL_DECLARE_FLAG(int, topk_warmup);
 
 namespace rt::cli {
 
@@ -59,14 +60,14 @@ std::vector<std::string> OptimizerFlagNames();  // lr min_lr warmup weight_decay
 std::vector<std::string>
 RingFlagNames();  // hosts self rank wait secret_file compress zstd_level bucket_mb
 
-std::vector<std::string> CommFlagNames();  // probe_every comm_budget
+std::vector<std::string> CommFlagNames();  // probe_every comm_budget topk_warmup
 
 // --compress none|bf16|topk:D|auto, --zstd-level, --probe-every, --comm-budget into
 // options->buckets.codec and options->comm (channel_salt is left to the caller).
 // auto: comm.auto_codec, buckets.codec = none until the first plan, the planner may
 // use zstd at --zstd-level (1 when 0). Returns a summary for logs and the ring
 // fingerprint (every peer must run the same), e.g.
-// "auto zstd=1 probe_every=0 comm_budget=0". Errors name the flag.
+// "auto zstd=1 probe_every=0 comm_budget=0 topk_warmup=0". Errors name the flag.
 // --probe-every: N > 0 every N steps, 0 = at the first step when auto or >= 3 peers,
 // -1 = never (refused with auto).
 absl::StatusOr<std::string> ApplyCommFlags(train::RingReducerOptions* options);
