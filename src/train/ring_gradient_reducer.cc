@@ -25,7 +25,7 @@ absl::Status WithContext(const absl::Status& s, absl::string_view context) {
   if (s.ok()) return s;
   return absl::Status(s.code(), absl::StrCat(context, ": ", s.message(),
                                              " (the ring is broken: the first peer to fail "
-                                             "logged the cause; restart all with --resume)"));
+                                             "logged the cause)"));
 }
 
 std::vector<uint8_t> U64Bytes(absl::Span<const uint64_t> values) {
