@@ -511,13 +511,27 @@ inline FailureFigures WaitTrainingAgain(FaultCluster& c, int who, double t_fail,
   return f;
 }
 
-// Waits until peer `who`, (re)started at t_start, reports a step; seconds to that
-// step (start, join, state transfer, first step), -1 on timeout. Its first step's
-// param_hash must equal what the other peers reported for that step and epoch.
+// Waits until peer `who`, (re)started or reconnected at t_start, reports a step of a
+// newer epoch; seconds to that step (start, join, state transfer, first step), -1 on
+// timeout. That step's param_hash must equal what the other peers reported for it.
 inline double WaitRejoined(FaultCluster& c, int who, size_t metrics_before, double t_start,
                            double timeout_s) {
-  if (!c.WaitUntil([&] { return c.MetricCount(who) > metrics_before; }, timeout_s)) return -1;
-  const Metric first = c.Metrics(who)[metrics_before];
+  // The first step of a newer epoch than the peer's last one before: a step that was
+  // in flight when a partition began may still complete in the old view once the
+  // link is back (with every peer's gradient; the next view resumes from it).
+  const uint64_t old_epoch = metrics_before > 0 ? c.Metrics(who)[metrics_before - 1].epoch : 0;
+  size_t index = 0;
+  const auto found = [&] {
+    for (size_t k = metrics_before; k < c.MetricCount(who); ++k) {
+      if (c.Metrics(who)[k].epoch > old_epoch) {
+        index = k;
+        return true;
+      }
+    }
+    return false;
+  };
+  if (!c.WaitUntil(found, timeout_s)) return -1;
+  const Metric first = c.Metrics(who)[index];
   // Others report that step a moment later at most.
   c.WaitUntil(
       [&] {
