@@ -627,8 +627,17 @@ void Membership::SendJoinRequest(int64_t now_ms) {
 }
 
 void Membership::LeaveIfRemoved(int64_t now_ms) {
-  (void)now_ms;
-  if (phase_ != Phase::kMember || RankOf(agreed_hosts_, cfg_.self) >= 0) return;
+  if (phase_ != Phase::kMember) return;
+  if (RankOf(agreed_hosts_, cfg_.self) >= 0) {
+    // Our own file no longer lists us, but we could not see every member agree: they
+    // may have agreed, installed a view without us and dropped our links before
+    // their heartbeats with the new file reached us. Once no other member of our
+    // view is alive and we cannot train, nobody is left to tell us: leave.
+    if (RankOf(cfg_.hosts, cfg_.self) >= 0 || CanTrain()) return;
+    for (const PeerId& m : view_.members) {
+      if (m != cfg_.self && IsAlive(m, now_ms)) return;
+    }
+  }
   if (!(at_step_boundary_ || !CanTrain())) return;
   for (const PeerId& m : view_.members) Send(m, Leave{"removed from the hosts file"});
   phase_ = Phase::kLeft;

@@ -230,6 +230,29 @@ TEST_CASE("hosts file: a new entry joins, a removed entry leaves cleanly") {
   CHECK(SameState(c, {0, 2, 3}));
 }
 
+// The removed peer may never hear that the others agreed (in the real service they
+// drop its links as soon as a view without it is installed): once its own file drops
+// it and no member is reachable, it leaves instead of pausing forever.
+TEST_CASE("hosts file: a removed entry cut off before it hears the others agree leaves") {
+  SimCluster c(4, SimOptions{});
+  c.StartAll();
+  REQUIRE(c.RunUntil([&] { return c.AllTrainingTogether(Range(4)); }, 1000));
+  c.Run(300);
+  const std::vector<PeerId> three = {SimCluster::Name(0), SimCluster::Name(1), SimCluster::Name(2)};
+  for (int i = 0; i < 4; ++i) c.SetHostsFile(i, three);
+  c.Partition({3});
+  REQUIRE_MESSAGE(c.RunUntil(
+                      [&] {
+                        return c.AllTrainingTogether({0, 1, 2}) && c.Exited(3);
+                      },
+                      5000),
+                  c.Dump());
+  const int64_t trained = c.steps_trained();
+  c.Run(500);
+  CHECK(c.steps_trained() > trained);
+  CHECK(SameState(c, {0, 1, 2}));
+}
+
 TEST_CASE("hosts files that disagree: a warning, and training goes on in the agreed view") {
   SimCluster c(3, SimOptions{});
   c.StartAll();
