@@ -8,16 +8,18 @@
 // namespaces are removed by a destructor, also when a check fails. Bounded (~1-2 min).
 #include <doctest/doctest.h>
 #include <signal.h>
-#include <unistd.h>
 
 #include <string>
 #include <vector>
 
 #include "fault_harness.h"
+#include "netns_cluster.h"
 
 namespace {
 
 using namespace rt::integration::fault;  // NOLINT: test-local harness
+using rt::integration::NetnsCluster;
+using rt::integration::NetnsUnavailable;
 using rt::integration::RunCommand;
 using rt::integration::RunResult;
 using rt::integration::TempDir;
@@ -25,49 +27,32 @@ using rt::integration::TempDir;
 const std::string kTools = std::string(RINGTRAIN_SOURCE_DIR) + "/tools/";
 constexpr int kPort = 29500;
 
-// A two-site netns cluster (sites split by halves) for the lifetime of this object.
+// A two-site netns cluster (sites split by halves) for the lifetime of this object,
+// which tools/netns-partition cuts and heals.
 class Sites {
  public:
   Sites(const TempDir& tmp, int n)
-      : tmp_(tmp), prefix_("rtp" + std::to_string(getpid() % 1000)), dir_(tmp / "netns") {
-    Down();  // leftovers of an earlier run killed with this prefix
-    up_ = RunCommand({"/bin/bash", kTools + "netns-cluster", "up", std::to_string(n), "--layout",
-                      "two-site", "--sites", "halves", "--rate", "1gbit", "--site-rate", "1gbit",
-                      "--port", std::to_string(kPort)},
-                     tmp_.path(), 60, Env());
-  }
-  ~Sites() { Down(); }
-  const RunResult& up() const { return up_; }
-  std::vector<std::string> Env() const {
-    return {"RT_NETNS_PREFIX=" + prefix_, "RT_NETNS_DIR=" + dir_};
-  }
+      : tmp_(tmp),
+        cluster_(tmp, "pt",
+                 {std::to_string(n), "--layout", "two-site", "--sites", "halves", "--rate", "1gbit",
+                  "--site-rate", "1gbit", "--port", std::to_string(kPort)}) {}
+  const RunResult& up() const { return cluster_.up_result(); }
   std::vector<std::string> Launch(int i) const {
-    return {"ip", "netns", "exec", prefix_ + std::to_string(i)};
+    return {"ip", "netns", "exec", cluster_.Namespace(i)};
   }
   // tools/netns-partition split|heal; true if it worked.
   bool Partition(const std::string& what) {
-    RunResult r =
-        RunCommand({"/bin/bash", kTools + "netns-partition", what}, tmp_.path(), 30, Env());
+    RunResult r = RunCommand({"/bin/bash", kTools + "netns-partition", what}, tmp_.path(), 30,
+                             cluster_.Env());
     INFO("netns-partition ", what, ": ", r.err);
     CHECK(r.exit_code == 0);
     return r.exit_code == 0;
   }
 
  private:
-  void Down() {
-    RunCommand({"/bin/bash", kTools + "netns-cluster", "down"}, tmp_.path(), 60, Env());
-  }
   const TempDir& tmp_;
-  std::string prefix_, dir_;
-  RunResult up_;
+  NetnsCluster cluster_;
 };
-
-std::string NetnsUnavailable(const TempDir& tmp) {
-  if (geteuid() != 0) return "not root";
-  RunResult r = RunCommand({"/bin/sh", "-c", "ip netns list && command -v tc"}, tmp.path(), 20);
-  if (r.exit_code != 0) return "`ip netns` or `tc` unavailable: " + r.err;
-  return "";
-}
 
 std::vector<std::string> Endpoints(int n) {
   std::vector<std::string> e;

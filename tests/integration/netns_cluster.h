@@ -36,6 +36,8 @@ class NetnsCluster {
   std::vector<std::string> Env() const {
     return {"RT_NETNS_PREFIX=" + prefix_, "RT_NETNS_DIR=" + dir_};
   }
+  // Name of peer i's network namespace (for `ip netns exec NAME cmd`).
+  std::string Namespace(int i) const { return prefix_ + std::to_string(i); }
   // argv to run `cmd` as peer i.
   std::vector<std::string> Exec(int i, const std::vector<std::string>& cmd) const {
     std::vector<std::string> argv = {"/bin/bash", kNetnsClusterTool, "exec", std::to_string(i),

@@ -5,13 +5,13 @@
 // (CI runs as root); without them it says so and returns without checking. The cluster gets a
 // per-run prefix and is always torn down (destructor), also when a check fails. Bounded: ~1-2 min.
 #include <doctest/doctest.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "cli_runner.h"
+#include "netns_cluster.h"
 #include "process_group.h"
 
 namespace {
@@ -23,45 +23,8 @@ using rt::integration::RunCommand;
 using rt::integration::RunResult;
 using rt::integration::TempDir;
 
-const std::string kNetnsCluster = std::string(RINGTRAIN_SOURCE_DIR) + "/tools/netns-cluster";
-
-// A netns cluster that exists for the lifetime of this object.
-class NetnsCluster {
- public:
-  NetnsCluster(const TempDir& tmp, const std::vector<std::string>& up_args)
-      : tmp_(tmp), prefix_("rtt" + std::to_string(getpid() % 1000)), dir_(tmp / "netns") {
-    Down();  // leftovers of an earlier run that was killed with this prefix
-    std::vector<std::string> argv = {"/bin/bash", kNetnsCluster, "up"};
-    argv.insert(argv.end(), up_args.begin(), up_args.end());
-    up_ = RunCommand(argv, tmp_.path(), 60, Env());
-  }
-  ~NetnsCluster() { Down(); }
-  const RunResult& up_result() const { return up_; }
-  std::string hosts() const { return dir_ + "/hosts"; }
-  std::vector<std::string> Env() const {
-    return {"RT_NETNS_PREFIX=" + prefix_, "RT_NETNS_DIR=" + dir_};
-  }
-  // argv to run `cmd` as peer i.
-  std::vector<std::string> Exec(int i, const std::vector<std::string>& cmd) const {
-    std::vector<std::string> argv = {"/bin/bash", kNetnsCluster, "exec", std::to_string(i), "--"};
-    argv.insert(argv.end(), cmd.begin(), cmd.end());
-    return argv;
-  }
-
- private:
-  void Down() { RunCommand({"/bin/bash", kNetnsCluster, "down"}, tmp_.path(), 60, Env()); }
-  const TempDir& tmp_;
-  std::string prefix_, dir_;
-  RunResult up_;
-};
-
-// Why this machine cannot run the test ("" = it can).
-std::string NetnsUnavailable(const TempDir& tmp) {
-  if (geteuid() != 0) return "not root";
-  RunResult r = RunCommand({"/bin/sh", "-c", "ip netns list && command -v tc"}, tmp.path(), 20);
-  if (r.exit_code != 0) return "`ip netns` or `tc` unavailable: " + r.err;
-  return "";
-}
+using rt::integration::NetnsCluster;
+using rt::integration::NetnsUnavailable;
 
 }  // namespace
 
@@ -75,7 +38,7 @@ TEST_CASE("netns link test: 4 peers, tbf 1 Gbit/s veth, 32M floats, busbw >= 95%
   // Jumbo frames (MTU 9000): tbf counts Ethernet frames, and with MTU 1500 TCP/IP
   // headers alone cost 4.4% of the link (1448 payload bytes per 1514-byte frame),
   // which leaves no room for the 95% target; at MTU 9000 they cost 0.7%.
-  NetnsCluster cluster(tmp, {"4", "--rate", "1gbit", "--mtu", "9000"});
+  NetnsCluster cluster(tmp, "lt", {"4", "--rate", "1gbit", "--mtu", "9000"});
   INFO("netns-cluster up:\n", cluster.up_result().out, cluster.up_result().err);
   REQUIRE(cluster.up_result().exit_code == 0);
 
