@@ -16,7 +16,9 @@
 
 namespace {
 
+using rt::integration::JsonField;
 using rt::integration::LocalRingArgv;
+using rt::integration::NonEmptyLines;
 using rt::integration::ReadFile;
 using rt::integration::RunCommand;
 using rt::integration::RunResult;
@@ -38,16 +40,6 @@ std::vector<std::string> TrainFlags(const TempDir& tmp) {
           "--steps=6",   "--precision=fp32", "--eval-every=0", "--bucket-mb=0.01"};
 }
 
-std::vector<std::string> Lines(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty()) out.push_back(line);
-  }
-  return out;
-}
-
 bool Contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
@@ -55,24 +47,13 @@ bool Contains(const std::string& s, const std::string& part) {
 // The messages of the log lines ("[time rN I] message") that start with `prefix`.
 std::vector<std::string> LogMessages(const std::string& log, const std::string& prefix) {
   std::vector<std::string> out;
-  for (const std::string& line : Lines(log)) {
+  for (const std::string& line : NonEmptyLines(log)) {
     const size_t at = line.find(" I] ");
     if (at == std::string::npos) continue;
     const std::string message = line.substr(at + 4);
     if (message.rfind(prefix, 0) == 0) out.push_back(message);
   }
   return out;
-}
-
-std::string Field(const std::string& line, const std::string& key) {
-  const std::string k = "\"" + key + "\":";
-  size_t pos = line.find(k);
-  if (pos == std::string::npos) return "";
-  pos += k.size();
-  const size_t end = line.find_first_of(",}", pos);
-  std::string v = line.substr(pos, end - pos);
-  if (!v.empty() && v.front() == '"') v = v.substr(1, v.size() - 2);
-  return v;
 }
 
 }  // namespace
@@ -103,7 +84,7 @@ TEST_CASE("comm: train --compress auto on 3 loopback peers -- same plan logged, 
       if (Contains(m, ": auto codec")) plan[p].push_back(m);
     }
     order[p] = LogMessages(log, "ring order ");
-    metrics[p] = Lines(ReadFile(tmp / ("m.rank" + std::to_string(p) + ".jsonl")));
+    metrics[p] = NonEmptyLines(ReadFile(tmp / ("m.rank" + std::to_string(p) + ".jsonl")));
     INFO("peer ", p);
     CHECK(LogMessages(log, "links from ").size() >= static_cast<size_t>(2 * peers));  // 2 probes
     CHECK(!LogMessages(log, "codec speeds (slowest peer)").empty());
@@ -125,8 +106,8 @@ TEST_CASE("comm: train --compress auto on 3 loopback peers -- same plan logged, 
   for (int s = 0; s < 6; ++s) {
     for (int p = 1; p < peers; ++p) {
       INFO("step ", s + 1, " peer ", p);
-      CHECK(Field(metrics[p][s], "param_hash") == Field(metrics[0][s], "param_hash"));
-      CHECK(Field(metrics[p][s], "loss") == Field(metrics[0][s], "loss"));
+      CHECK(JsonField(metrics[p][s], "param_hash") == JsonField(metrics[0][s], "param_hash"));
+      CHECK(JsonField(metrics[p][s], "loss") == JsonField(metrics[0][s], "loss"));
     }
   }
 }

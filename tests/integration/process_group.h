@@ -160,6 +160,30 @@ inline std::string JsonString(const std::string& json, const std::string& key) {
   return std::regex_search(json, m, re) ? m[1].str() : std::string();
 }
 
+// The value of "key":"..." (without quotes) or "key":number in one flat JSON line, as
+// written; "" if absent. Compare hashes and floats exactly as printed.
+inline std::string JsonField(const std::string& json, const std::string& key) {
+  const std::string k = "\"" + key + "\":";
+  size_t pos = json.find(k);
+  if (pos == std::string::npos) return "";
+  pos += k.size();
+  const size_t end = json.find_first_of(",}", pos);
+  std::string v = json.substr(pos, end - pos);
+  if (!v.empty() && v.front() == '"') v = v.substr(1, v.size() - 2);
+  return v;
+}
+
+// The non-empty lines of `text` (e.g. a metrics JSONL file).
+inline std::vector<std::string> NonEmptyLines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty()) out.push_back(line);
+  }
+  return out;
+}
+
 // A port base unlikely to collide with concurrent test runs: 10000 + 40*(pid % 500),
 // so base + 0..39 stays below the kernel's ephemeral range (32768-60999 here), where
 // any outgoing connection on the machine could already hold the port.

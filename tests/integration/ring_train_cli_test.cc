@@ -27,7 +27,9 @@
 
 namespace {
 
+using rt::integration::JsonField;
 using rt::integration::LocalRingArgv;
+using rt::integration::NonEmptyLines;
 using rt::integration::ReadFile;
 using rt::integration::RunCommand;
 using rt::integration::RunResult;
@@ -54,28 +56,6 @@ std::vector<std::string> Concat(std::vector<std::string> a, const std::vector<st
 
 bool Contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
-}
-
-// The value of "key":"..." or "key":number in one JSON line.
-std::string Field(const std::string& line, const std::string& key) {
-  const std::string k = "\"" + key + "\":";
-  size_t pos = line.find(k);
-  if (pos == std::string::npos) return "";
-  pos += k.size();
-  const size_t end = line.find_first_of(",}", pos);
-  std::string v = line.substr(pos, end - pos);
-  if (!v.empty() && v.front() == '"') v = v.substr(1, v.size() - 2);
-  return v;
-}
-
-std::vector<std::string> Lines(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty()) out.push_back(line);
-  }
-  return out;
 }
 
 // tools/local-ring N -- <args> --wait=30, bounded by `timeout_s`.
@@ -112,18 +92,18 @@ std::vector<float> CheckpointParams(const std::string& dir) {
 std::vector<std::string> CheckPeerMetrics(const TempDir& tmp, int peers, int steps) {
   std::vector<std::vector<std::string>> lines(peers);
   for (int r = 0; r < peers; ++r) {
-    lines[r] = Lines(ReadFile(tmp / ("m.rank" + std::to_string(r) + ".jsonl")));
+    lines[r] = NonEmptyLines(ReadFile(tmp / ("m.rank" + std::to_string(r) + ".jsonl")));
     REQUIRE(static_cast<int>(lines[r].size()) == steps);
   }
   for (int s = 0; s < steps; ++s) {
     for (int r = 0; r < peers; ++r) {
       INFO("step ", s + 1, " rank ", r);
-      CHECK(Field(lines[r][s], "step") == std::to_string(s + 1));
-      CHECK(Field(lines[r][s], "peers") == std::to_string(peers));
-      CHECK(Field(lines[r][s], "rank") == std::to_string(r));
-      CHECK(std::stod(Field(lines[r][s], "bytes_sent")) > 0);
-      CHECK(Field(lines[r][s], "param_hash") == Field(lines[0][s], "param_hash"));
-      CHECK(Field(lines[r][s], "loss") == Field(lines[0][s], "loss"));
+      CHECK(JsonField(lines[r][s], "step") == std::to_string(s + 1));
+      CHECK(JsonField(lines[r][s], "peers") == std::to_string(peers));
+      CHECK(JsonField(lines[r][s], "rank") == std::to_string(r));
+      CHECK(std::stod(JsonField(lines[r][s], "bytes_sent")) > 0);
+      CHECK(JsonField(lines[r][s], "param_hash") == JsonField(lines[0][s], "param_hash"));
+      CHECK(JsonField(lines[r][s], "loss") == JsonField(lines[0][s], "loss"));
     }
   }
   return lines[0];
@@ -147,7 +127,7 @@ pid_t PidWithArgs(const std::string& a, const std::string& b) {
 // Waits (bounded) until `path` has at least `n` lines; returns whether it did.
 bool WaitForLines(const std::string& path, size_t n, int timeout_s = 60) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-  while (Lines(ReadFile(path)).size() < n) {
+  while (NonEmptyLines(ReadFile(path)).size() < n) {
     if (std::chrono::steady_clock::now() > deadline) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -182,9 +162,9 @@ TEST_CASE("ring: 3 dense peers on loopback equal one peer with --accum 3") {
   CHECK(Contains(ring.out, "(comm "));
 
   const std::vector<std::string> rank0 = CheckPeerMetrics(tmp, 3, steps);
-  const std::vector<std::string> one = Lines(ReadFile(tmp / "single.jsonl"));
+  const std::vector<std::string> one = NonEmptyLines(ReadFile(tmp / "single.jsonl"));
   REQUIRE(one.size() == rank0.size());
-  CHECK(Field(one.back(), "tokens") == Field(rank0.back(), "tokens"));  // same global batch
+  CHECK(JsonField(one.back(), "tokens") == JsonField(rank0.back(), "tokens"));  // same global batch
 
   // Only the leader wrote (one checkpoint dir, shared here), and its weights match.
   const std::vector<float> a = CheckpointParams(tmp / "single");
@@ -224,7 +204,8 @@ TEST_CASE("ring: bf16 and top-k compression train and keep peers bit-identical")
     REQUIRE(ring.exit_code == 0);
     CHECK(Contains(ring.err, "codec " + codec));
     const std::vector<std::string> lines = CheckPeerMetrics(tmp, 2, 30);
-    CHECK(std::stod(Field(lines.back(), "loss")) < std::stod(Field(lines.front(), "loss")) - 0.5);
+    CHECK(std::stod(JsonField(lines.back(), "loss")) <
+          std::stod(JsonField(lines.front(), "loss")) - 0.5);
   }
 }
 
@@ -313,7 +294,7 @@ TEST_CASE("ring: kill -9 of a peer mid-run -- the others carry on, restarted it 
   REQUIRE(WaitForLines(tmp / "m.rank2.jsonl", 20));
   group.Kill(2);
   // The survivors train on in a view of two, within seconds.
-  const size_t at_kill = Lines(ReadFile(tmp / "m.rank0.jsonl")).size();
+  const size_t at_kill = NonEmptyLines(ReadFile(tmp / "m.rank0.jsonl")).size();
   REQUIRE(WaitForLines(tmp / "m.rank0.jsonl", at_kill + 20, 30));
   CHECK(Contains(ReadFile(tmp / "proc0.err"), "peers [127.0.0.1:" + std::to_string(base) +
                                                   " 127.0.0.1:" + std::to_string(base + 1) + "]"));
@@ -332,18 +313,18 @@ TEST_CASE("ring: kill -9 of a peer mid-run -- the others carry on, restarted it 
   std::string hash;
   for (int rank = 0; rank < 3; ++rank) {
     const std::vector<std::string> lines =
-        Lines(ReadFile(tmp / ("m.rank" + std::to_string(rank) + ".jsonl")));
+        NonEmptyLines(ReadFile(tmp / ("m.rank" + std::to_string(rank) + ".jsonl")));
     REQUIRE(!lines.empty());
     INFO("rank ", rank, ": ", lines.back());
-    CHECK(Field(lines.back(), "step") == std::to_string(steps));
-    CHECK(Field(lines.back(), "peers") == "3");
-    CHECK(std::stoi(Field(lines.back(), "epoch")) >= 3);
-    if (rank == 0) hash = Field(lines.back(), "param_hash");
-    CHECK(Field(lines.back(), "param_hash") == hash);
+    CHECK(JsonField(lines.back(), "step") == std::to_string(steps));
+    CHECK(JsonField(lines.back(), "peers") == "3");
+    CHECK(std::stoi(JsonField(lines.back(), "epoch")) >= 3);
+    if (rank == 0) hash = JsonField(lines.back(), "param_hash");
+    CHECK(JsonField(lines.back(), "param_hash") == hash);
   }
   // Rank 0 logged every step it applied: all of them, except a step it received
   // (it was behind when a view formed; at most one per view change).
-  const std::vector<std::string> rank0 = Lines(ReadFile(tmp / "m.rank0.jsonl"));
+  const std::vector<std::string> rank0 = NonEmptyLines(ReadFile(tmp / "m.rank0.jsonl"));
   CHECK(rank0.size() <= static_cast<size_t>(steps));
   CHECK(rank0.size() >= static_cast<size_t>(steps - 2));
 }
@@ -373,10 +354,10 @@ TEST_CASE("ring: SIGTERM to one peer stops all at one step, the leader checkpoin
     CHECK(r[rank].exit_code == 0);
     CHECK(Contains(r[rank].err, "stopped cleanly after step"));
     const std::vector<std::string> lines =
-        Lines(ReadFile(tmp / ("m.rank" + std::to_string(rank) + ".jsonl")));
+        NonEmptyLines(ReadFile(tmp / ("m.rank" + std::to_string(rank) + ".jsonl")));
     REQUIRE(!lines.empty());
-    if (rank == 0) last_step = Field(lines.back(), "step");
-    CHECK(Field(lines.back(), "step") == last_step);  // all stopped after the same step
+    if (rank == 0) last_step = JsonField(lines.back(), "step");
+    CHECK(JsonField(lines.back(), "step") == last_step);  // all stopped after the same step
   }
   // The leader's checkpoint is of that step.
   std::vector<std::string> problems;
@@ -423,13 +404,13 @@ TEST_CASE("ring: resume where only rank 0 has the checkpoint equals an uninterru
   CHECK(Contains(resumed[1].err, "state transfer: received step 4"));
   for (int r = 0; r < 2; ++r) {
     const std::string suffix = ".rank" + std::to_string(r) + ".jsonl";
-    const std::vector<std::string> whole = Lines(ReadFile(tmp / ("whole" + suffix)));
-    const std::vector<std::string> part = Lines(ReadFile(tmp / ("part" + suffix)));
+    const std::vector<std::string> whole = NonEmptyLines(ReadFile(tmp / ("whole" + suffix)));
+    const std::vector<std::string> part = NonEmptyLines(ReadFile(tmp / ("part" + suffix)));
     REQUIRE(whole.size() == 8);
     REQUIRE(part.size() == 8);
     for (int s = 0; s < 8; ++s) {
-      CHECK(Field(part[s], "step") == std::to_string(s + 1));
-      CHECK(Field(part[s], "param_hash") == Field(whole[s], "param_hash"));
+      CHECK(JsonField(part[s], "step") == std::to_string(s + 1));
+      CHECK(JsonField(part[s], "param_hash") == JsonField(whole[s], "param_hash"));
     }
   }
 }
