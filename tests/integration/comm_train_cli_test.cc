@@ -6,7 +6,6 @@
 #include <doctest/doctest.h>
 
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 

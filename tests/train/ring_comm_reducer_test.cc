@@ -28,12 +28,7 @@ using rt::train::RingReducerOptions;
 using rt::train::StepMetrics;
 using rt::train::TrainConfig;
 using rt::train::Trainer;
-
-void OnThreads(int n, const std::function<void(int)>& fn) {
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) threads.emplace_back(fn, r);
-  for (std::thread& t : threads) t.join();
-}
+using rt::train::testing::OnThreads;
 
 std::vector<std::unique_ptr<TcpRing>> LoopbackRings(int n) {
   auto hosts = rt::net::testing::LoopbackHosts(n);

@@ -6,7 +6,9 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "data/token_dataset.h"
@@ -45,6 +47,13 @@ inline std::string WriteMarkovData(const std::string& dir, int vocab, size_t tra
   absl::Status s =
       data::WriteTokenDataset(dir, vocab, train, val, train.size() * 4, val.size() * 4);
   return s.ok() ? "" : std::string(s.message());
+}
+
+// Runs fn(rank) for rank in [0, n) on n threads (one peer each) and joins them.
+inline void OnThreads(int n, const std::function<void(int)>& fn) {
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) threads.emplace_back(fn, r);
+  for (std::thread& t : threads) t.join();
 }
 
 // Tiny models run fastest on one thread, and two spinning OpenMP threads on a machine
