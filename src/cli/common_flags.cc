@@ -54,13 +54,16 @@ ABSL_FLAG(int, probe_every, 0,
 ABSL_FLAG(double, comm_budget, 0,
           "--compress auto: communication may take this fraction of the step's compute "
           "time (0 = it must hide behind the backward pass)");
-// Density warm-up of top-k (issue 5): geometric from density^(1/(N+1)) at step 0 down
-// to the target density at step N (collective/codec_spec.h TopKDensityAt). Measured on
-// the 3-peer learning curves (tools/learning-curves): 50 steps did not close top-k's gap
-// to dense under AdamW, so the default is off.
-ABSL_FLAG(int, topk_warmup, 0,
-          "Top-k density warm-up: steps over which the density falls geometrically from "
-          "almost dense to --compress topk:D (0 = none)");
+// Warm-up of top-k (issue 5; collective/codec_spec.h TopKDensityAt): N dense steps, in
+// which AdamW measures the second moment that preconditioned top-k freezes (optim/adamw.h),
+// then N steps of geometrically falling density. 0 turns both off: top-k from the first
+// step, its residuals fed straight into AdamW, which learned markedly slower on the 3-peer
+// learning curves (tools/learning-curves; README "Compression and learning").
+ABSL_FLAG(int, topk_warmup, 50,
+          "Top-k warm-up: N dense steps (AdamW's second moment is then frozen and each peer "
+          "preconditions its gradient before top-k), then N steps of density falling to "
+          "--compress topk:D (0 = top-k from the first step, no preconditioning; --compress "
+          "auto ignores it)");
 
 namespace rt::cli {
 
@@ -110,6 +113,9 @@ absl::StatusOr<std::string> ApplyCommFlags(train::RingReducerOptions* options) {
   std::string codec;
   if (compress == "auto") {
     comm.auto_codec = true;
+    // auto plans for time: its top-k buckets start at once and feed AdamW directly (no
+    // dense warm-up, no preconditioning: a bucket may change codec at any step).
+    options->buckets.topk_warmup_steps = 0;
     comm.zstd_level = zstd_level > 0 ? zstd_level : 1;
     options->buckets.codec = collective::CodecSpec();
     codec = absl::StrFormat("auto zstd=%d", comm.zstd_level);
@@ -123,10 +129,15 @@ absl::StatusOr<std::string> ApplyCommFlags(train::RingReducerOptions* options) {
     }
     comm.auto_codec = false;
     options->buckets.codec = *spec;
+    // Preconditioned top-k needs the dense warm-up steps to measure AdamW's v.
+    if (spec->kind == collective::CodecKind::kTopK && topk_warmup > 0) {
+      options->buckets.precondition_from = topk_warmup;
+    }
     codec = spec->ToString();
   }
-  return absl::StrFormat("%s probe_every=%d comm_budget=%g topk_warmup=%d", codec, probe_every,
-                         comm_budget, topk_warmup);
+  return absl::StrFormat("%s probe_every=%d comm_budget=%g topk_warmup=%d%s", codec, probe_every,
+                         comm_budget, options->buckets.topk_warmup_steps,
+                         options->buckets.precondition_from >= 0 ? " preconditioned" : "");
 }
 
 absl::StatusOr<net::RingSetup> RingSetupFromFlags(const std::string& cluster_id) {

@@ -167,6 +167,7 @@ absl::StatusOr<std::unique_ptr<train::ElasticReducer>> JoinTrainCluster(train::T
   e.startup_grace_ms = std::min<int64_t>(10000, absl::ToInt64Milliseconds(setup.wait));
   e.ckpt_shared = absl::GetFlag(FLAGS_ckpt_shared);
   e.hosts_path = setup.hosts_path;
+  e.precondition_from = ring_options.buckets.precondition_from;
   // A transfer partner that died is noticed by the membership within peer_timeout.
   e.transfer.connect_timeout = absl::Seconds(std::max(2.0, 2 * peer_timeout_s));
   // A reducer per view; its probe and re-form channels are salted with the view's

@@ -48,6 +48,11 @@ void BucketedReducer::SetCodecAll(const CodecSpec& spec) {
   codecs_.assign(buckets_.size(), spec);
 }
 
+void BucketedReducer::SetPreconditioner(std::function<void(absl::Span<float>, size_t)> fn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  options_.precondition = std::move(fn);
+}
+
 absl::Status BucketedReducer::SetRing(net::RingTransport* ring) {
   std::lock_guard<std::mutex> lock(mu_);
   if (active_) return absl::FailedPreconditionError("bucketed reducer: SetRing during a step");
@@ -121,7 +126,10 @@ void BucketedReducer::CommLoop() {
     const int64_t step = step_;
     net::RingTransport* ring = ring_;
     ExchangeStats stats;
+    const bool precondition = options_.precondition && options_.precondition_from >= 0 &&
+                              step >= options_.precondition_from;
     lock.unlock();
+    if (precondition) options_.precondition(grads, bucket.begin);
     absl::Status status = exchanges_[b]->Run(ring, grads, spec, step, options_.topk_warmup_steps,
                                              options_.allreduce, &stats);
     lock.lock();

@@ -22,6 +22,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -44,6 +45,13 @@ struct BucketedReducerOptions {
   // (biases, LayerNorm); sorted and disjoint.
   std::vector<IndexRange> dense_ranges;
   CodecSpec codec;  // initial codec of every bucket
+  // Preconditioned top-k (optim/adamw.h, "Preconditioned steps"): from step
+  // `precondition_from` on (-1 = never), the communication thread passes each bucket
+  // of this peer's gradient, with its offset in the whole span, to `precondition`
+  // just before the bucket's exchange (before error feedback and compression). Set by
+  // the trainer through GradientReducer::SetPreconditioner.
+  int64_t precondition_from = -1;
+  std::function<void(absl::Span<float> bucket, size_t offset)> precondition;
 };
 
 struct ReduceStepStats {
@@ -69,6 +77,8 @@ class BucketedReducer {
   // Codec of one bucket / all buckets from the next Start() on (between steps).
   void SetCodec(size_t bucket, const CodecSpec& spec);
   void SetCodecAll(const CodecSpec& spec);
+  // Between steps: the precondition hook (see BucketedReducerOptions).
+  void SetPreconditioner(std::function<void(absl::Span<float>, size_t)> fn);
   const CodecSpec& codec(size_t bucket) const { return codecs_[bucket]; }
 
   // Between steps: continue on `ring` (re-formed in another order, or another
@@ -91,7 +101,7 @@ class BucketedReducer {
 
   net::RingTransport* ring_;  // guarded by mu_ (read under it by the comm thread)
   const size_t length_;
-  const BucketedReducerOptions options_;
+  BucketedReducerOptions options_;  // precondition may change between steps
   std::vector<Bucket> buckets_;
   std::vector<CodecSpec> codecs_;
   std::vector<std::unique_ptr<BucketExchange>> exchanges_;

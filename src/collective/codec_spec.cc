@@ -56,9 +56,10 @@ absl::StatusOr<CodecSpec> ParseCodecSpec(absl::string_view text, int zstd_level)
 }
 
 double TopKDensityAt(int64_t step, double density, int64_t warmup_steps) {
-  if (warmup_steps <= 0 || step >= warmup_steps) return density;
+  if (warmup_steps <= 0 || step >= 2 * warmup_steps) return density;
+  if (step < warmup_steps) return 1.0;
   const double progress =
-      static_cast<double>(std::max<int64_t>(step, 0) + 1) / static_cast<double>(warmup_steps + 1);
+      static_cast<double>(step - warmup_steps + 1) / static_cast<double>(warmup_steps + 1);
   return std::pow(density, progress);
 }
 

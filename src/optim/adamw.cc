@@ -102,6 +102,69 @@ void AdamW::Step(absl::Span<float> params, absl::Span<const float> grads, float 
   }
 }
 
+void AdamW::Precondition(absl::Span<float> grads, size_t offset, int64_t frozen_t) const {
+  if (offset > n_ || grads.size() > n_ - offset || frozen_t < 1) {
+    std::fprintf(stderr, "AdamW::Precondition: %zu floats at %zu of %zu, frozen_t=%lld\n",
+                 grads.size(), offset, n_, static_cast<long long>(frozen_t));
+    std::abort();
+  }
+  const double bc2 =
+      1.0 - std::pow(static_cast<double>(config_.beta2), static_cast<double>(frozen_t));
+  const float inv_bc2 = static_cast<float>(1.0 / bc2);
+  const float* v = v_.data();
+  const size_t end = offset + grads.size();
+  for (size_t block = offset - offset % kPreconditionBlock; block < end;
+       block += kPreconditionBlock) {
+    const size_t block_end = std::min(n_, block + kPreconditionBlock);
+    double sum = 0;  // over the whole block, wherever the caller's range cuts it
+    for (size_t j = block; j < block_end; ++j) sum += v[j];
+    const float floor =
+        kPreconditionFloor *
+        std::sqrt(static_cast<float>(sum / static_cast<double>(block_end - block)) * inv_bc2);
+    const size_t b = std::max(block, offset), e = std::min(block_end, end);
+    float* g = grads.data() - offset;  // indexed by span position
+    for (size_t i = b; i < e; ++i) {
+      const float d = std::max(std::sqrt(v[i] * inv_bc2), floor) + config_.eps;
+      g[i] /= d;
+    }
+  }
+}
+
+void AdamW::StepPreconditioned(absl::Span<float> params, absl::Span<const float> grads, float lr,
+                               int64_t t, int64_t frozen_t) {
+  if (params.size() != n_ || grads.size() != n_ || frozen_t < 1 || t <= frozen_t) {
+    std::fprintf(stderr,
+                 "AdamW::StepPreconditioned: params %zu, grads %zu floats, expected %zu; t=%lld, "
+                 "frozen_t=%lld\n",
+                 params.size(), grads.size(), n_, static_cast<long long>(t),
+                 static_cast<long long>(frozen_t));
+    std::abort();
+  }
+  // The first preconditioned step carries the dense steps' momentum over into the new
+  // units (m / d, the same division the gradients get).
+  if (t == frozen_t + 1) Precondition(m_.span(), 0, frozen_t);
+  const double bc1 = 1.0 - std::pow(static_cast<double>(config_.beta1), static_cast<double>(t));
+  const float step_size = static_cast<float>(lr / bc1);
+  const float decay_factor = 1.0f - lr * config_.weight_decay;
+  const float b1 = config_.beta1, one_minus_b1 = 1.0f - config_.beta1;
+  float* p = params.data();
+  const float* g = grads.data();
+  float* m = m_.data();
+  const std::vector<Piece>& pieces = pieces_;
+  const long num_pieces = static_cast<long>(pieces.size());
+#pragma omp parallel for schedule(static)
+  for (long k = 0; k < num_pieces; ++k) {
+    const Piece& piece = pieces[k];
+    const float decay = piece.decay ? decay_factor : 1.0f;
+#pragma omp simd
+    for (size_t i = piece.begin; i < piece.end; ++i) {
+      const float mi = b1 * m[i] + one_minus_b1 * g[i];
+      m[i] = mi;
+      p[i] = p[i] * decay - step_size * mi;
+    }
+  }
+}
+
 std::vector<FloatRange> DecayRangesForShard(const std::vector<FloatRange>& full_ranges,
                                             size_t shard_begin, size_t shard_end) {
   std::vector<FloatRange> out;

@@ -338,6 +338,7 @@ absl::Status ElasticReducer::Install(const cluster::Decision& d) {
   const int position = (*ring)->rank(), size = (*ring)->size();
   ASSIGN_OR_RETURN(std::unique_ptr<GradientReducer> inner,
                    options_.make_reducer(*std::move(ring), v));
+  if (preconditioner_) inner->SetPreconditioner(preconditioner_);
   view_ = v;
   position_ = position;
   size_ = size;

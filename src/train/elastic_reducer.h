@@ -78,6 +78,9 @@ struct ElasticOptions {
   std::function<absl::StatusOr<std::unique_ptr<GradientReducer>>(std::unique_ptr<net::TcpRing>,
                                                                  const cluster::View&)>
       make_reducer;
+  // What every view's reducer reports as PreconditionFrom() (the same options build
+  // them); known here before the first view exists.
+  int64_t precondition_from = -1;
 };
 
 class ElasticReducer final : public GradientReducer {
@@ -104,6 +107,12 @@ class ElasticReducer final : public GradientReducer {
   absl::Status Finish(StepTotals* totals) override;
   absl::Status CheckParamHash(int64_t step, uint64_t param_hash) override;
   uint64_t bytes_sent() const override;
+  int64_t PreconditionFrom() const override { return options_.precondition_from; }
+  // Kept and handed to the reducer of every view.
+  void SetPreconditioner(std::function<void(absl::Span<float>, size_t)> fn) override {
+    preconditioner_ = std::move(fn);
+    if (inner_) inner_->SetPreconditioner(preconditioner_);
+  }
 
   absl::Status AttachState(const TrainStateRef& state, uint64_t loaded_epoch) override;
   absl::StatusOr<BoundaryAction> AtStepBoundary() override;
@@ -144,7 +153,8 @@ class ElasticReducer final : public GradientReducer {
   cluster::View view_;  // the view of the current (or last) ring
   int position_ = 0, size_ = 1, leader_rank_ = 0;
   std::unique_ptr<GradientReducer> inner_;  // the ring reducer of view_; null = no ring
-  uint64_t bytes_before_ = 0;               // sent by the rings of earlier views
+  std::function<void(absl::Span<float>, size_t)> preconditioner_;  // for every view's reducer
+  uint64_t bytes_before_ = 0;  // sent by the rings of earlier views
 
   // Shared with the control thread (abort on a view change).
   std::mutex ring_mu_;

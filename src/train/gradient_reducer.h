@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -90,6 +91,16 @@ class GradientReducer {
                                  const std::vector<absl::Span<float>>& /*state*/) {
     return absl::OkStatus();
   }
+  // Preconditioned top-k (optim/adamw.h "Preconditioned steps"): the first optimizer
+  // step (0-based) from which the loop must hand this reducer preconditioned
+  // gradients' sum, i.e. freeze AdamW's second moment and step with
+  // AdamW::StepPreconditioned; -1 = never (dense, bf16, auto, or top-k without a
+  // warm-up). Fixed for the whole run and equal on every peer.
+  virtual int64_t PreconditionFrom() const { return -1; }
+  // Called once by Trainer::Create when PreconditionFrom() >= 0: from that step on the
+  // reducer passes every bucket of this peer's gradient to `fn` (on its communication
+  // thread; `offset` is the bucket's position in the whole buffer) before compressing it.
+  virtual void SetPreconditioner(std::function<void(absl::Span<float>, size_t offset)> /*fn*/) {}
   // Payload bytes this peer has sent so far (for metrics).
   virtual uint64_t bytes_sent() const { return 0; }
 

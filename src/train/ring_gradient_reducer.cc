@@ -332,6 +332,11 @@ absl::Status RingGradientReducer::SyncState(int64_t* step,
   return absl::OkStatus();
 }
 
+void RingGradientReducer::SetPreconditioner(std::function<void(absl::Span<float>, size_t)> fn) {
+  options_.buckets.precondition = fn;
+  if (buckets_) buckets_->SetPreconditioner(std::move(fn));
+}
+
 uint64_t RingGradientReducer::bytes_sent() const {
   if (tcp_ != nullptr) return retired_bytes_ + tcp_->bytes_sent();
   return transport_bytes_ ? transport_bytes_() : counted_bytes_;

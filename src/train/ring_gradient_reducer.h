@@ -126,6 +126,8 @@ class RingGradientReducer final : public GradientReducer {
   absl::Status CheckParamHash(int64_t step, uint64_t param_hash) override;
   absl::Status SyncState(int64_t* step, const std::vector<absl::Span<float>>& state) override;
   uint64_t bytes_sent() const override;
+  int64_t PreconditionFrom() const override { return options_.buckets.precondition_from; }
+  void SetPreconditioner(std::function<void(absl::Span<float>, size_t)> fn) override;
 
   // Statistics of the last finished step (buckets, bytes, wait).
   const collective::ReduceStepStats& last_stats() const { return last_stats_; }

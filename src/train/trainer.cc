@@ -113,6 +113,17 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
     t->last_checkpoint_step_ = t->step_;
   }
 
+  // Top-k with error feedback under AdamW: the reducer divides each bucket of this
+  // peer's gradient by the optimizer's frozen denominators before compressing it.
+  t->precondition_from_ = t->reducer_->PreconditionFrom();
+  if (t->precondition_from_ >= 0) {
+    const optim::AdamW* adam = t->adam_.get();
+    const int64_t frozen_t = t->precondition_from_;
+    t->reducer_->SetPreconditioner([adam, frozen_t](absl::Span<float> bucket, size_t offset) {
+      adam->Precondition(bucket, offset, frozen_t);
+    });
+  }
+
   if (!config.metrics_path.empty()) {
     ASSIGN_OR_RETURN(MetricsWriter writer, MetricsWriter::Open(config.metrics_path));
     t->metrics_.emplace(std::move(writer));
@@ -305,7 +316,9 @@ absl::Status Trainer::TrainStep(StepMetrics* metrics) {
   }
   const double loss = totals.loss_sum / static_cast<double>(totals.tokens);
 
-  // 4. Clip by the global norm, then one AdamW step (t is 1-based).
+  // 4. Clip by the global norm, then one AdamW step (t is 1-based). A preconditioned
+  //    step (top-k after its dense warm-up) was divided by the frozen second moment on
+  //    every peer before the exchange: momentum only, no clipping (optim/adamw.h).
   Stopwatch update_watch;
   const double grad_norm = std::sqrt(optim::SumOfSquares(grads_.span()));
   if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
@@ -313,8 +326,12 @@ absl::Status Trainer::TrainStep(StepMetrics* metrics) {
         "training diverged at step %d: loss %g, gradient norm %g (try a lower --lr)", step_ + 1,
         loss, grad_norm));
   }
-  const float clip_scale = optim::ClipScale(grad_norm, config_.clip);
-  adam_->Step(params_.span(), grads_.span(), lr, step_ + 1, clip_scale);
+  if (precondition_from_ >= 0 && step_ >= precondition_from_) {
+    adam_->StepPreconditioned(params_.span(), grads_.span(), lr, step_ + 1, precondition_from_);
+  } else {
+    const float clip_scale = optim::ClipScale(grad_norm, config_.clip);
+    adam_->Step(params_.span(), grads_.span(), lr, step_ + 1, clip_scale);
+  }
   ++step_;
   tokens_seen_ += totals.tokens;
   const uint64_t hash = ParamHash(params_.span());

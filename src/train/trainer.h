@@ -59,6 +59,7 @@ class Trainer {
   // The gradient of the last step (summed over peers, before clipping).
   absl::Span<const float> grads() const { return grads_.span(); }
   const model::GptConfig& model_config() const { return gpt_->config(); }
+  const optim::AdamW& optimizer() const { return *adam_; }
   int slots() const { return sampler_->slots(); }
   bool resumed() const { return resumed_; }
 
@@ -75,6 +76,9 @@ class Trainer {
   std::unique_ptr<model::Gpt> gpt_;
   AlignedBuffer<float> params_, grads_;
   std::unique_ptr<optim::AdamW> adam_;
+  // First step whose update is preconditioned (top-k; GradientReducer::PreconditionFrom),
+  // -1 = never. AdamW's second moment is frozen as it was after this many steps.
+  int64_t precondition_from_ = -1;
   std::optional<MetricsWriter> metrics_;
   std::vector<uint64_t> eval_starts_;
   std::string tokenizer_model_;  // bytes of the data's tokenizer.model ("" if none)

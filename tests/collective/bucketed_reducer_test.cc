@@ -4,11 +4,16 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 #include <random>
 #include <thread>
+#include <utility>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "collective/ring_test_util.h"
 
 namespace rt::collective {
@@ -174,6 +179,45 @@ TEST_CASE(
   // Every peer's outputs are the sums over peers, so each peer's output total is
   // the total of every peer's input.
   for (int p = 0; p < n; ++p) CHECK(total_out[p] == all_in);
+}
+
+TEST_CASE("the precondition hook sees each bucket at its offset, from its first step on") {
+  const int n = 2;
+  const size_t len = 1000;
+  std::mutex mu;
+  std::vector<std::pair<int, size_t>> seen;  // (peer, offset) of every hook call
+  std::vector<std::vector<float>> results(n);
+  auto status = RunOnRing(n, [&](net::RingTransport* t) -> absl::Status {
+    BucketedReducerOptions options;
+    options.bucket_bytes = 1600;  // 400 floats: buckets at 600, 200, 0
+    options.precondition_from = 1;
+    BucketedReducer reducer(t, len, options);
+    const int rank = t->rank();
+    reducer.SetPreconditioner([&mu, &seen, rank](absl::Span<float> bucket, size_t offset) {
+      for (float& x : bucket) x *= 2;  // runs before the exchange: the sum doubles
+      std::lock_guard<std::mutex> lock(mu);
+      seen.emplace_back(rank, offset);
+    });
+    std::vector<float> grads(len);
+    for (int step = 0; step < 2; ++step) {
+      for (size_t i = 0; i < len; ++i) grads[i] = static_cast<float>(i % 7 + rank);
+      absl::Status s = reducer.Start(absl::MakeSpan(grads), step);
+      if (!s.ok()) return s;
+      ReduceStepStats stats;
+      s = reducer.Finish(&stats);
+      if (!s.ok()) return s;
+      const float want = static_cast<float>((step == 0 ? 1 : 2) * (2 * (5 % 7) + 1));
+      if (grads[5] != want) return absl::InternalError(absl::StrCat("step ", step, ": ", grads[5]));
+    }
+    results[rank] = grads;
+    return absl::OkStatus();
+  });
+  for (int p = 0; p < n; ++p) REQUIRE_MESSAGE(status[p].ok(), status[p].message());
+  std::sort(seen.begin(), seen.end());
+  const std::vector<std::pair<int, size_t>> want = {{0, 0}, {0, 200}, {0, 600},
+                                                    {1, 0}, {1, 200}, {1, 600}};
+  CHECK(seen == want);  // step 0 is before precondition_from: no calls
+  CHECK(results[0] == results[1]);
 }
 
 TEST_CASE("SetRing is refused during a step") {

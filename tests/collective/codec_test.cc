@@ -38,16 +38,18 @@ TEST_CASE("codec specs parse and refuse bad values") {
   CHECK(!ParseCodecSpec("none", 25).ok());
 }
 
-TEST_CASE("top-k density warm-up decreases geometrically to the target") {
+TEST_CASE("top-k warm-up: dense steps, then a geometric decrease to the target") {
   CHECK(TopKDensityAt(0, 0.01, 0) == 0.01);
+  for (int s = 0; s < 4; ++s) CHECK(TopKDensityAt(s, 0.01, 4) == 1.0);
   double prev = 1.0;
-  for (int s = 0; s < 4; ++s) {
+  for (int s = 4; s < 8; ++s) {
     double d = TopKDensityAt(s, 0.01, 4);
     CHECK(d < prev);
     CHECK(d > 0.01);
+    if (s > 4) CHECK(d / prev == doctest::Approx(std::pow(0.01, 0.2)));  // the same factor
     prev = d;
   }
-  CHECK(TopKDensityAt(4, 0.01, 4) == 0.01);
+  CHECK(TopKDensityAt(8, 0.01, 4) == 0.01);
   CHECK(TopKDensityAt(1000, 0.01, 4) == 0.01);
 }
 

@@ -197,11 +197,14 @@ TEST_CASE("ring: bf16 and top-k compression train and keep peers bit-identical")
     std::remove((tmp / "m.rank1.jsonl").c_str());
     RunResult ring =
         LocalRing(tmp, 2, base + (codec == "bf16" ? 0 : 2),
-                  Concat(TrainFlags(tmp), {"--steps=30", "--check-every=1", "--compress=" + codec,
-                                           "--bucket-mb=0.01", "--metrics", tmp / "m.jsonl"}));
+                  // top-k: 5 dense steps, 5 of falling density, 20 preconditioned.
+                  Concat(TrainFlags(tmp),
+                         {"--steps=30", "--check-every=1", "--compress=" + codec, "--topk-warmup=5",
+                          "--bucket-mb=0.01", "--metrics", tmp / "m.jsonl"}));
     INFO("ring stdout:\n", ring.out, "\nring stderr:\n", ring.err);
     REQUIRE(ring.exit_code == 0);
     CHECK(Contains(ring.err, "codec " + codec));
+    if (codec != "bf16") CHECK(Contains(ring.err, "topk_warmup=5 preconditioned"));
     const std::vector<std::string> lines = CheckPeerMetrics(tmp, 2, 30);
     CHECK(std::stod(JsonField(lines.back(), "loss")) <
           std::stod(JsonField(lines.front(), "loss")) - 0.5);

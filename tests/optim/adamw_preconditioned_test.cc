@@ -1,0 +1,128 @@
+// AdamW's preconditioned steps (top-k with error feedback): Precondition divides by the
+// frozen denominators with the per-block floor, gives the same bits whatever ranges the
+// caller cuts, and StepPreconditioned continues the dense steps' momentum, leaves v
+// frozen and equals a double-precision reference.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "optim/adamw.h"
+
+namespace {
+
+using rt::optim::AdamW;
+using rt::optim::AdamWConfig;
+using rt::optim::FloatRange;
+
+std::vector<float> Gaussian(size_t n, uint32_t seed, float scale) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> x(n);
+  for (float& f : x) f = dist(rng);
+  return x;
+}
+
+// The frozen denominators of optim/adamw.h in double, from v after `frozen_t` steps.
+std::vector<double> ReferenceDenominators(const std::vector<double>& v, const AdamWConfig& c,
+                                          int64_t frozen_t) {
+  const double bc2 = 1 - std::pow(static_cast<double>(c.beta2), static_cast<double>(frozen_t));
+  const size_t block = AdamW::kPreconditionBlock;
+  std::vector<double> d(v.size());
+  for (size_t b = 0; b < v.size(); b += block) {
+    const size_t e = std::min(v.size(), b + block);
+    double sum = 0;
+    for (size_t i = b; i < e; ++i) sum += v[i] / bc2;
+    const double floor = AdamW::kPreconditionFloor * std::sqrt(sum / static_cast<double>(e - b));
+    for (size_t i = b; i < e; ++i) d[i] = std::max(std::sqrt(v[i] / bc2), floor) + c.eps;
+  }
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("preconditioned steps continue dense AdamW like a double-precision reference") {
+  const size_t n = 2 * AdamW::kPreconditionBlock + 77;  // blocks and a ragged end
+  AdamWConfig c;
+  c.weight_decay = 0.2f;
+  const std::vector<FloatRange> decay = {{10, 5000}};
+  AdamW opt(c, n, decay);
+  std::vector<float> p = Gaussian(n, 1, 0.02f);
+  std::vector<double> rp(p.begin(), p.end()), rm(n, 0), rv(n, 0);
+  // A stretch of coordinates with no gradient during the dense steps: v = 0 there, so
+  // only the block floor keeps their later gradients from being divided by eps.
+  auto dense_grad = [&](int t) {
+    std::vector<float> g = Gaussian(n, 100 + t, 1e-3f);
+    for (size_t i = 6000; i < 6100; ++i) g[i] = 0;
+    return g;
+  };
+  const int64_t frozen_t = 3;
+  const double lr = 1e-2;
+  for (int64_t t = 1; t <= frozen_t; ++t) {
+    std::vector<float> g = dense_grad(static_cast<int>(t));
+    opt.Step(absl::MakeSpan(p), g, static_cast<float>(lr), t);
+    for (size_t i = 0; i < n; ++i) {
+      if (i >= 10 && i < 5000) rp[i] -= lr * c.weight_decay * rp[i];
+      rm[i] = c.beta1 * rm[i] + (1 - c.beta1) * g[i];
+      rv[i] = c.beta2 * rv[i] + (1 - c.beta2) * static_cast<double>(g[i]) * g[i];
+      const double mhat = rm[i] / (1 - std::pow(c.beta1, t));
+      const double vhat = rv[i] / (1 - std::pow(c.beta2, t));
+      rp[i] -= lr * mhat / (std::sqrt(vhat) + c.eps);
+    }
+  }
+  const std::vector<float> v_frozen(opt.v().begin(), opt.v().end());
+  const std::vector<double> d = ReferenceDenominators(rv, c, frozen_t);
+  for (size_t i = 0; i < n; ++i) rm[i] /= d[i];  // the momentum carried into the new units
+
+  double max_rel = 0;
+  for (int64_t t = frozen_t + 1; t <= frozen_t + 4; ++t) {
+    std::vector<float> g = Gaussian(n, 200 + static_cast<uint32_t>(t), 1e-3f);
+    std::vector<double> gd(g.begin(), g.end());
+    opt.Precondition(absl::MakeSpan(g), 0, frozen_t);
+    for (size_t i = 0; i < n; ++i) {
+      gd[i] /= d[i];
+      max_rel = std::max(max_rel, std::fabs(g[i] - gd[i]) / std::max(std::fabs(gd[i]), 1e-30));
+    }
+    opt.StepPreconditioned(absl::MakeSpan(p), g, static_cast<float>(lr), t, frozen_t);
+    for (size_t i = 0; i < n; ++i) {
+      if (i >= 10 && i < 5000) rp[i] -= lr * c.weight_decay * rp[i];
+      rm[i] = c.beta1 * rm[i] + (1 - c.beta1) * gd[i];
+      rp[i] -= lr / (1 - std::pow(c.beta1, t)) * rm[i];
+    }
+  }
+  CHECK(max_rel < 1e-5);
+  CHECK(std::equal(v_frozen.begin(), v_frozen.end(), opt.v().begin()));  // v stays frozen
+  double max_diff = 0;
+  for (size_t i = 0; i < n; ++i) max_diff = std::max(max_diff, std::fabs(p[i] - rp[i]));
+  MESSAGE("preconditioned AdamW vs reference: max |diff| ", max_diff);
+  CHECK(max_diff < 1e-5);
+  // The floor bounds what a coordinate silent during the dense steps receives: a
+  // gradient of its block's typical size (rms 1e-3) becomes 1 / kPreconditionFloor,
+  // not 1e-3 / eps = 1e5.
+  std::vector<float> probe(100, 1e-3f);
+  opt.Precondition(absl::MakeSpan(probe), 6000, frozen_t);
+  CHECK(probe[0] == doctest::Approx(1e-3 / d[6000]).epsilon(1e-5));
+  CHECK(probe[0] > 0.8f / AdamW::kPreconditionFloor);
+  CHECK(probe[0] < 1.2f / AdamW::kPreconditionFloor);
+}
+
+TEST_CASE("Precondition gives the same bits whatever ranges the caller cuts") {
+  const size_t n = AdamW::kPreconditionBlock + 1000;
+  AdamWConfig c;
+  AdamW opt(c, n, {});
+  std::vector<float> p(n, 0.0f);
+  opt.Step(absl::MakeSpan(p), Gaussian(n, 5, 1.0f), 1e-3f, 1);
+  const std::vector<float> g = Gaussian(n, 6, 1.0f);
+  std::vector<float> whole = g;
+  opt.Precondition(absl::MakeSpan(whole), 0, 1);
+  std::vector<float> pieces = g;
+  const size_t cuts[] = {0,     1000, AdamW::kPreconditionBlock, AdamW::kPreconditionBlock + 1,
+                         n - 3, n};
+  for (size_t k = 0; k + 1 < std::size(cuts); ++k) {
+    opt.Precondition(absl::MakeSpan(pieces).subspan(cuts[k], cuts[k + 1] - cuts[k]), cuts[k], 1);
+  }
+  CHECK(std::equal(whole.begin(), whole.end(), pieces.begin()));
+  CHECK(whole != g);
+}
