@@ -38,12 +38,7 @@ absl::Status RingAllreduce::run() {
     std::fill(residual_.begin(), residual_.end(), 0.0f);
     return absl::OkStatus();
   }
-  // A large exchange runs the transport's I/O on this thread while it waits (no
-  // hand-off per message); a small one is not worth the two hand-overs.
-  const bool drive = chunks_per_segment_ * (size_ - 1) >= kMinDrivenMessages;
-  if (drive) ring_->BeginDriving();
   absl::Status status = Exchange();
-  if (drive) ring_->EndDriving();
   if (!status.ok()) {
     // Stopped on an error: the transport must stop writing into our buffers, and
     // sends still queued get a moment to leave (a broken link closes at once), so

@@ -2,10 +2,8 @@
 //
 // Bandwidth-optimal: with N peers each peer sends 2(N-1)/N of the buffer. The buffer
 // is cut into N segments and each segment into chunks of about `chunk_bytes` on the
-// wire; every chunk is received, reduced and passed on as soon as it arrives. A
-// large exchange asks the transport to do its I/O on this thread while it waits
-// (RingTransport::BeginDriving): on a machine with as many cores as busy threads a
-// hand-off to an I/O thread per chunk cost more than it overlapped.
+// wire; every chunk is received, reduced and passed on as soon as it arrives, so the
+// transport's own I/O thread sends chunk k while this thread reduces chunk k+1.
 //
 // DESIGN invariant 2 (identical bytes everywhere). Segment s starts at its owner,
 // peer s, and travels s -> s+1 -> ... -> s+N-1; each hop adds its own contribution
@@ -40,11 +38,7 @@ namespace rt::collective {
 enum class WireFormat { kFp32, kBf16 };
 
 struct AllreduceOptions {
-  // Target wire bytes per message. 256 KiB: a received chunk and the local one it
-  // is added to fit in L2 together, and with the transport's I/O on this thread
-  // (RingTransport::BeginDriving) a message costs no thread hand-off (2 local peers,
-  // 496 MB: CPU per allreduce 0.22 s at 1 MiB, 0.19 s at 256 KiB, 0.21 s at 128 KiB).
-  size_t chunk_bytes = size_t{256} << 10;
+  size_t chunk_bytes = size_t{1} << 20;         // target wire bytes per message
   absl::Duration timeout = absl::Seconds(120);  // per receive / per wait for sends
   WireFormat wire = WireFormat::kFp32;
 };
@@ -70,10 +64,6 @@ class RingAllreduce {
   };
   // Own reduce-scatter chunks queued ahead of the one being received (see run()).
   static constexpr size_t kOwnLookahead = 4;
-  // Messages per phase from which run() lets the transport do its I/O on this thread
-  // (RingTransport::BeginDriving): handing the sockets over and back costs a few
-  // thread wake-ups, one message hand-off costs about one.
-  static constexpr size_t kMinDrivenMessages = 16;
   int Mod(int i) const { return ((i % size_) + size_) % size_; }
   Range Chunk(int segment, size_t chunk) const;
   size_t ElementBytes() const { return options_.wire == WireFormat::kFp32 ? 4 : 2; }

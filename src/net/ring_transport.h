@@ -7,10 +7,8 @@
 // transport and algorithm apart).
 //
 // Thread contract: one thread at a time (the collective's thread) calls the methods
-// below. Socket I/O happens on the transport's own thread(s), except inside a
-// BeginDriving/EndDriving bracket, where the collective's thread may do it while it
-// waits in the transport; compute threads never call into a transport, so they never
-// block on sockets (DESIGN "Wire").
+// below. Actual socket I/O happens on the transport's own thread(s); compute threads
+// never call into a transport, so they never block on sockets (DESIGN "Wire").
 #pragma once
 
 #include <cstdint>
@@ -85,16 +83,6 @@ class RingTransport {
   // on an error calls it before its buffers go away). On return the transport writes
   // into none of them; a message already (half-)read into one fails the link.
   virtual void CancelRecvsInto() {}
-
-  // Optional: the calling thread is about to exchange many messages and waits in
-  // this transport most of that time. Until EndDriving() the transport may move its
-  // bytes on this thread, inside this thread's waits (RecvFromPrev, RecvFromPrevInto,
-  // WaitSendsDone) instead of handing each message to an I/O thread. So between
-  // calls nothing may move: end with waits that cover every send (WaitSendsDone).
-  // The calling thread must call EndDriving() before others use the transport (and
-  // before CancelRecvsInto after an error). Default: nothing changes.
-  virtual void BeginDriving() {}
-  virtual void EndDriving() {}
 
  protected:
   static absl::Status SizeMismatch(size_t expected, size_t got) {

@@ -1,13 +1,6 @@
-// TcpConnection: framed reads and gather writes on the io thread or a session's
-// thread (non-blocking system calls in its waits), queues for users.
+// TcpConnection: framed reads and gather writes on the io thread, queues for users.
 #include "net/tcp_connection.h"
 
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstring>
 
@@ -21,13 +14,6 @@ namespace {
 constexpr uint64_t kMaxHandshakePayload = 64 << 10;
 constexpr size_t kMaxFramesPerWrite = 16;
 constexpr size_t kSpareVectors = 32;
-
-// How long a session's wait retries its non-blocking reads and writes before it
-// sleeps in poll(). Measured on 2 local peers on 2 cores (124M-float allreduce,
-// busbw mean of 5 alternating runs): no spin 2.17 GB/s, 20 us 2.38, 100 us erratic
-// (1.1-2.4 GB/s, more CPU). A spin only burns CPU another thread could use when the
-// peer is slow, so it stays short.
-constexpr absl::Duration kSessionSpin = absl::Microseconds(20);
 
 // Lets one async_write/async_read move up to 64 MiB per system call instead of
 // Asio's default 64 KiB, so large messages stream with few wake-ups.
@@ -53,9 +39,7 @@ TcpConnection::TcpConnection(asio::ip::tcp::socket socket, std::string peer_name
       order_(peer_name),
       peer_name_(std::move(peer_name)) {}
 
-TcpConnection::~TcpConnection() {
-  if (session_fd_ >= 0) ::close(session_fd_);  // a session never handed back (not via TcpRing)
-}
+TcpConnection::~TcpConnection() = default;
 
 std::string TcpConnection::peer_name() const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -88,52 +72,29 @@ void TcpConnection::Establish(int peer_rank, std::string peer_name) {
 // ---------------------------------------------------------------- reading
 
 void TcpConnection::ReadHeader() {
-  if (released_) return;  // a session reads now (MaybeHandOver was called by the last op)
-  read_op_ = true;
   auto self = shared_from_this();
-  asio::async_read(
-      socket_, asio::buffer(header_bytes_ + header_received_, kFrameHeaderBytes - header_received_),
-      [self](const asio::error_code& ec, size_t n) {
-        self->read_op_ = false;
-        self->header_received_ += n;
-        // Released to a session: the session goes on from this byte.
-        if (self->released_) return self->MaybeHandOver();
-        if (ec) return self->FailOnIoThread(self->ErrorFromAsio(ec, "waiting for a frame"));
-        self->OnHeader();
-      });
+  asio::async_read(socket_, asio::buffer(header_bytes_, kFrameHeaderBytes),
+                   [self](const asio::error_code& ec, size_t) { self->OnHeader(ec); });
 }
 
-void TcpConnection::OnHeader() {
-  if (!BeginFrame()) return;
-  if (read_len_ == 0) return FinishFrame();
-  ReadPayload();
-}
-
-bool TcpConnection::BeginFrame() {
-  header_received_ = 0;
+void TcpConnection::OnHeader(const asio::error_code& ec) {
+  if (ec) return FailOnIoThread(ErrorFromAsio(ec, "waiting for a frame"));
   const std::string peer = peer_name();
   uint64_t limit = established_ ? options_.max_payload_bytes : kMaxHandshakePayload;
   absl::StatusOr<FrameHeader> header = DecodeFrameHeader(header_bytes_, limit, peer);
-  if (!header.ok()) {
-    ReaderFail(header.status());
-    return false;
-  }
+  if (!header.ok()) return FailOnIoThread(header.status());
   order_.set_min_epoch(min_epoch_.load());
   absl::Status order = order_.Check(*header);
-  if (!order.ok()) {
-    ReaderFail(order);
-    return false;
-  }
+  if (!order.ok()) return FailOnIoThread(order);
   FrameType t = header->type;
   bool allowed =
       t == FrameType::kError || (established_ ? (t == FrameType::kData || t == FrameType::kControl)
                                               : (t == FrameType::kHello || t == FrameType::kProof ||
                                                  t == FrameType::kFingerprint));
   if (!allowed) {
-    ReaderFail(absl::FailedPreconditionError(
+    return FailOnIoThread(absl::FailedPreconditionError(
         absl::StrFormat("%s sent a %s frame %s the handshake", peer, FrameTypeName(t),
                         established_ ? "after" : "before completing")));
-    return false;
   }
   header_ = *header;
   read_direct_ = false;
@@ -166,59 +127,44 @@ bool TcpConnection::BeginFrame() {
   read_len_ = header_.payload_bytes;
   payload_received_ = 0;
   payload_crc_ = 0;
-  in_payload_ = true;
-  return true;
+  if (header_.payload_bytes == 0) return FinishFrame();
+  ReadPayload();
 }
 
 // Reads whatever has arrived straight into the message buffer and checksums it
 // while it is still in cache.
 void TcpConnection::ReadPayload() {
-  if (released_) return;
-  read_op_ = true;
   auto self = shared_from_this();
   uint8_t* dst = read_dst_ + payload_received_;
   size_t want = read_len_ - payload_received_;
   socket_.async_read_some(
       asio::buffer(dst, want), [self, dst](const asio::error_code& ec, size_t n) {
-        self->read_op_ = false;
-        self->PayloadArrived(dst, n);
-        if (self->released_) return self->MaybeHandOver();
         if (ec) return self->FailOnIoThread(self->ErrorFromAsio(ec, "receiving a frame payload"));
+        self->payload_crc_ = Crc32cExtend(self->payload_crc_, dst, n);
+        self->payload_received_ += n;
+        self->bytes_received_.fetch_add(n, std::memory_order_relaxed);
         if (self->payload_received_ < self->read_len_) return self->ReadPayload();
         self->FinishFrame();
       });
 }
 
-void TcpConnection::PayloadArrived(const uint8_t* bytes, size_t n) {
-  payload_crc_ = Crc32cExtend(payload_crc_, bytes, n);
-  payload_received_ += n;
-  bytes_received_.fetch_add(n, std::memory_order_relaxed);
-}
-
 void TcpConnection::FinishFrame() {
-  if (CompleteFrame()) ReadHeader();
-}
-
-bool TcpConnection::CompleteFrame() {
-  in_payload_ = false;
   bytes_received_.fetch_add(kFrameHeaderBytes, std::memory_order_relaxed);
   const std::string peer = peer_name();
   if (payload_crc_ != header_.payload_crc32c) {
-    ReaderFail(absl::DataLossError(absl::StrFormat(
+    return FailOnIoThread(absl::DataLossError(absl::StrFormat(
         "%s frame %d from %s has a corrupt payload (checksum 0x%08x, computed 0x%08x)",
         FrameTypeName(header_.type), header_.sequence, peer, header_.payload_crc32c,
         payload_crc_)));
-    return false;
   }
   switch (header_.type) {
     case FrameType::kError: {
       std::string reason(payload_.begin(), payload_.end());
       if (established_) {
-        ReaderFail(absl::AbortedError(peer + " reported an error: " + reason));
-      } else {
-        ReaderFail(absl::FailedPreconditionError(peer + " refused the connection: " + reason));
+        return FailOnIoThread(absl::AbortedError(peer + " reported an error: " + reason));
       }
-      return false;
+      return FailOnIoThread(
+          absl::FailedPreconditionError(peer + " refused the connection: " + reason));
     }
     case FrameType::kHello:
     case FrameType::kProof:
@@ -245,28 +191,24 @@ bool TcpConnection::CompleteFrame() {
       queue.push_back(std::move(payload_));
       cv_.notify_all();
       if (QueuesFull()) {
-        reading_paused_ = true;  // resumed by TakeFront once the user takes a message
-        return false;
+        reading_paused_ = true;  // resumed by WaitQueue once the user takes a message
+        return;
       }
       break;
     }
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  return error_.ok();
-}
-
-void TcpConnection::ReaderFail(const absl::Status& status) {
-  // The io thread closes the socket at once; a session's errors are reported when
-  // it ends (Resume), the socket being the session's until then.
-  if (reader_inline_) return RecordFailure(status);
-  FailOnIoThread(status);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!error_.ok()) return;
+  }
+  ReadHeader();
 }
 
 absl::Status TcpConnection::WaitQueue(std::deque<std::vector<uint8_t>>* queue,
                                       std::vector<uint8_t>* message, absl::Duration timeout,
                                       const char* what) {
   std::unique_lock<std::mutex> lock(mu_);
-  bool ready = Wait(lock, timeout, [&] { return !queue->empty() || !error_.ok(); });
+  bool ready = WaitFor(cv_, lock, timeout, [&] { return !queue->empty() || !error_.ok(); });
   if (!queue->empty()) {
     TakeFront(queue, message);
     return absl::OkStatus();
@@ -290,12 +232,8 @@ void TcpConnection::TakeFront(std::deque<std::vector<uint8_t>>* queue,
   queue->pop_front();
   if (reading_paused_ && !QueuesFull() && error_.ok()) {
     reading_paused_ = false;
-    // Without the io thread (a session, or one being handed over or back) the
-    // session reads on, or Resume restarts the chain.
-    if (owner_ == Owner::kIo) {
-      auto self = shared_from_this();
-      asio::post(socket_.get_executor(), [self] { self->ReadHeader(); });
-    }
+    auto self = shared_from_this();
+    asio::post(socket_.get_executor(), [self] { self->ReadHeader(); });
   }
 }
 
@@ -354,8 +292,7 @@ void TcpConnection::CancelRecvsInto() {
     asio::post(socket_.get_executor(), [self, status] { self->FailOnIoThread(status); });
     cv_.notify_all();
   }
-  // The io thread must stop writing first; a session's reader is this thread.
-  if (reading && !OnSessionThread()) cv_.wait(lock, [&] { return closed_; });
+  if (reading) cv_.wait(lock, [&] { return closed_; });  // io thread stopped writing
   // Messages marked kQueued stay in data_in_ as ordinary queued messages.
   posted_.clear();
 }
@@ -383,7 +320,7 @@ absl::Status TcpConnection::RecvDataInto(absl::Span<uint8_t> dst, absl::Duration
     return posted->state == Posted::State::kDone ||
            (posted->state == Posted::State::kQueued && !data_in_.empty()) || !error_.ok();
   };
-  Wait(lock, timeout, ready);
+  WaitFor(cv_, lock, timeout, ready);
   if (posted != nullptr && posted->state == Posted::State::kReading) {
     // Error or timeout with the payload half-read: the io thread still writes into
     // dst. Fail the connection and wait until the socket is closed.
@@ -394,12 +331,8 @@ absl::Status TcpConnection::RecvDataInto(absl::Span<uint8_t> dst, absl::Duration
       auto self = shared_from_this();
       absl::Status status = error_;
       asio::post(socket_.get_executor(), [self, status] { self->FailOnIoThread(status); });
-      WakeSession();
     }
-    // In a session this thread is the reader: nothing writes into dst once we return.
-    if (!OnSessionThread()) {
-      cv_.wait(lock, [&] { return posted->state == Posted::State::kDone || closed_; });
-    }
+    cv_.wait(lock, [&] { return posted->state == Posted::State::kDone || closed_; });
   }
   if (posted != nullptr && posted->state == Posted::State::kDone) {
     posted_.pop_front();  // it is the front: every earlier message was taken
@@ -440,7 +373,7 @@ absl::Status TcpConnection::RecvData(std::vector<uint8_t>* message, absl::Durati
         "data message %d from %s has a posted destination: receive it with RecvDataInto",
         data_taken_, peer_name_));
   }
-  Wait(lock, timeout, [&] { return !data_in_.empty() || !error_.ok(); });
+  WaitFor(cv_, lock, timeout, [&] { return !data_in_.empty() || !error_.ok(); });
   if (!data_in_.empty()) {
     TakeFront(&data_in_, message);
     ++data_taken_;
@@ -470,8 +403,7 @@ absl::Status TcpConnection::Enqueue(FrameHeader header, absl::Span<const uint8_t
   f.close_after = close_after;
   if (f.is_data) ++pending_data_;
   EncodeFrameHeader(header, f.header.data());
-  // In a session (or while one starts or ends) the session or Resume writes it.
-  if (!writing_ && owner_ == Owner::kIo) {
+  if (!writing_) {
     writing_ = true;
     auto self = shared_from_this();
     asio::post(socket_.get_executor(), [self] { self->WriteSome(); });
@@ -520,10 +452,7 @@ absl::Status TcpConnection::WaitSendsDone(absl::Duration timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   // On failure, wait until the io thread closed the socket: only then is no write
   // still reading the caller's bytes.
-  // In a session this thread is the writer: after an error nothing reads the bytes.
-  const bool session = OnSessionThread();
-  bool done = Wait(lock, timeout,
-                   [&] { return pending_data_ == 0 || closed_ || (session && !error_.ok()); });
+  bool done = WaitFor(cv_, lock, timeout, [&] { return pending_data_ == 0 || closed_; });
   if (pending_data_ == 0) return absl::OkStatus();  // all handed over, even if it failed since
   if (!error_.ok()) return error_;
   if (!done) {
@@ -534,330 +463,49 @@ absl::Status TcpConnection::WaitSendsDone(absl::Duration timeout) {
   return absl::OkStatus();
 }
 
-void TcpConnection::GatherOut(std::vector<iovec>* iov) const {
-  iov->clear();
-  size_t skip = front_written_;
-  auto add = [&](const uint8_t* p, size_t n) {
-    const size_t drop = std::min(skip, n);
-    skip -= drop;
-    if (n > drop) iov->push_back(iovec{const_cast<uint8_t*>(p) + drop, n - drop});
-  };
-  size_t frames = 0;
-  // deque::push_back keeps references to existing elements valid, so these buffers
-  // stay valid while users queue more frames; only the writer pops.
-  for (auto it = out_.begin(); it != out_.end() && frames < kMaxFramesPerWrite; ++it, ++frames) {
-    add(it->header.data(), it->header.size());
-    add(it->payload.data(), it->payload.size());
-    if (it->close_after) break;
-  }
-}
-
-bool TcpConnection::AccountWritten(size_t bytes) {
-  bool close = false;
-  size_t done = front_written_ + bytes;
-  while (!out_.empty()) {
-    const OutFrame& f = out_.front();
-    const size_t total = f.header.size() + f.payload.size();
-    if (done < total) break;
-    done -= total;
-    if (f.is_data) --pending_data_;
-    close = close || f.close_after;
-    out_.pop_front();
-  }
-  front_written_ = done;
-  cv_.notify_all();
-  return close;
-}
-
 void TcpConnection::WriteSome() {
+  size_t frames = 0;
+  write_buffers_.clear();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!error_.ok() || released_ || out_.empty()) {
-      writing_ = false;  // a session writes now (or nothing is left to write)
-      return;
+    if (!error_.ok()) return;
+    // deque::push_back keeps references to existing elements valid, so the buffers
+    // below stay valid while users queue more frames.
+    for (auto it = out_.begin(); it != out_.end() && frames < kMaxFramesPerWrite; ++it, ++frames) {
+      write_buffers_.push_back(asio::buffer(it->header));
+      if (!it->payload.empty())
+        write_buffers_.push_back(asio::buffer(it->payload.data(), it->payload.size()));
+      if (it->close_after) {
+        ++frames;
+        break;
+      }
     }
-    GatherOut(&io_iov_);
   }
-  write_buffers_.clear();
-  for (const iovec& v : io_iov_) write_buffers_.push_back(asio::buffer(v.iov_base, v.iov_len));
-  write_op_ = true;
   auto self = shared_from_this();
   asio::async_write(socket_, write_buffers_, LargeTransfer,
-                    [self](const asio::error_code& ec, size_t bytes) {
+                    [self, frames](const asio::error_code& ec, size_t bytes) {
                       self->bytes_sent_.fetch_add(bytes, std::memory_order_relaxed);
-                      self->OnWritten(ec, bytes);
+                      self->OnWritten(ec, frames);
                     });
 }
 
-void TcpConnection::OnWritten(const asio::error_code& ec, size_t bytes) {
-  write_op_ = false;
+void TcpConnection::OnWritten(const asio::error_code& ec, size_t frames) {
+  if (ec) return FailOnIoThread(ErrorFromAsio(ec, "sending"));
   bool more = false;
   bool close = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    // Partial on an error or when released to a session (which goes on from there).
-    close = AccountWritten(bytes);
-    more = !out_.empty() && !released_;
+    for (size_t i = 0; i < frames; ++i) {
+      if (out_.front().is_data) --pending_data_;
+      close = close || out_.front().close_after;
+      out_.pop_front();
+    }
+    more = !out_.empty();
     if (!more) writing_ = false;
+    cv_.notify_all();
   }
-  if (released_) {
-    if (close) Close();
-    return MaybeHandOver();
-  }
-  if (ec) return FailOnIoThread(ErrorFromAsio(ec, "sending"));
   if (close) return Close();
   if (more) WriteSome();
-}
-
-// ---------------------------------------------------------------- sessions
-
-bool SessionDriver::Step() {
-  bool progress = false;
-  for (TcpConnection* c : connections_) progress = c->SessionStep() || progress;
-  return progress;
-}
-
-void SessionDriver::Poll(absl::Time deadline) {
-  pollfd fds[8];
-  nfds_t n = 0;
-  for (TcpConnection* c : connections_) {
-    if (n == 8) break;
-    int fd = -1;
-    const short events = c->SessionPollEvents(&fd);
-    // fd -1 when there is nothing to wait for: poll reports hang-ups even without
-    // events, which would spin on a failed or paused connection.
-    fds[n++] = pollfd{events != 0 ? fd : -1, events, 0};
-  }
-  int timeout_ms = -1;
-  if (deadline != absl::InfiniteFuture()) {
-    const absl::Duration left = deadline - absl::Now();
-    timeout_ms = static_cast<int>(std::clamp<int64_t>(
-        absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))), 0, int64_t{1} << 30));
-  }
-  (void)::poll(fds, n, timeout_ms);  // EINTR: the caller checks and polls again
-}
-
-bool TcpConnection::OnSessionThread() const {
-  return owner_ == Owner::kUser && session_ != nullptr && session_->OnOwnerThread();
-}
-
-template <typename Pred>
-bool TcpConnection::Wait(std::unique_lock<std::mutex>& lock, absl::Duration timeout, Pred pred) {
-  if (!OnSessionThread()) return WaitFor(cv_, lock, timeout, pred);
-  const absl::Time deadline =
-      timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
-  SessionDriver* driver = session_;            // stays valid: only this thread ends the session
-  absl::Time spin_end = absl::InfinitePast();  // set when a run of fruitless steps begins
-  while (!pred()) {
-    lock.unlock();
-    const bool progress = driver->Step();
-    if (progress) {
-      spin_end = absl::InfinitePast();
-    } else {
-      const absl::Time now = absl::Now();
-      if (now >= deadline) {
-        lock.lock();
-        return pred();
-      }
-      // Busy-polls a moment before sleeping: the peer's next bytes are usually that
-      // close, and a sleep costs a wake-up (see kSessionSpin).
-      if (spin_end == absl::InfinitePast()) spin_end = now + kSessionSpin;
-      if (now >= spin_end) driver->Poll(deadline);
-    }
-    lock.lock();
-  }
-  return true;
-}
-
-bool TcpConnection::BeginSession(SessionDriver* driver) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return owner_ == Owner::kIo; });  // an earlier session handed back
-  if (!error_.ok() || closed_) return false;
-  owner_ = Owner::kHandingOver;
-  session_ = driver;
-  auto self = shared_from_this();
-  asio::post(socket_.get_executor(), [self] { self->TakeOver(); });
-  cv_.wait(lock, [&] { return owner_ != Owner::kHandingOver; });
-  return owner_ == Owner::kUser;
-}
-
-void TcpConnection::EndSession() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (owner_ != Owner::kUser) return;
-  owner_ = Owner::kHandingBack;
-  session_ = nullptr;
-  auto self = shared_from_this();
-  asio::post(socket_.get_executor(), [self] { self->Resume(); });
-}
-
-void TcpConnection::TakeOver() {
-  auto refuse = [this] {
-    std::lock_guard<std::mutex> lock(mu_);
-    owner_ = Owner::kIo;
-    session_ = nullptr;
-    cv_.notify_all();
-  };
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!error_.ok() || closed_) return refuse();
-  }
-  asio::error_code ec;
-  protocol_ = socket_.local_endpoint(ec).protocol();
-  // Takes the socket out of Asio's epoll set (else every arriving segment would
-  // still wake this thread) and cancels the operations in flight: their handlers
-  // record how far they got and call MaybeHandOver.
-  const int fd = ec ? -1 : socket_.release(ec);
-  if (ec) return refuse();
-  released_ = true;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    session_fd_ = fd;
-  }
-  MaybeHandOver();
-}
-
-void TcpConnection::MaybeHandOver() {
-  if (!released_ || read_op_ || write_op_) return;
-  std::lock_guard<std::mutex> lock(mu_);
-  if (owner_ != Owner::kHandingOver) return;
-  reader_inline_ = true;
-  writing_ = false;
-  owner_ = Owner::kUser;  // the reader state and the socket are the session's from here
-  cv_.notify_all();
-}
-
-void TcpConnection::Resume() {
-  int fd = -1;
-  absl::Status error;
-  bool paused = false, write = false;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    fd = session_fd_;
-    session_fd_ = -1;
-    owner_ = Owner::kIo;
-    error = error_;
-    paused = reading_paused_;
-    if (error.ok() && !out_.empty() && !writing_) write = writing_ = true;
-    cv_.notify_all();
-  }
-  released_ = false;
-  reader_inline_ = false;
-  asio::error_code ec;
-  socket_.assign(protocol_, fd, ec);
-  if (ec) {
-    ::close(fd);
-    return FailOnIoThread(ErrorFromAsio(ec, "taking the socket back from a session"));
-  }
-  if (!error.ok()) return FailOnIoThread(error);  // closes it, runs the error handler
-  if (!paused) {
-    if (!in_payload_) {
-      if (header_received_ == kFrameHeaderBytes) {
-        OnHeader();
-      } else {
-        ReadHeader();
-      }
-    } else if (payload_received_ < read_len_) {
-      ReadPayload();
-    } else {
-      FinishFrame();
-    }
-  }
-  if (write) WriteSome();
-}
-
-bool TcpConnection::SessionStep() {
-  int fd = -1;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (owner_ != Owner::kUser || !error_.ok()) return false;
-    fd = session_fd_;
-  }
-  const bool wrote = SessionWrite(fd);
-  return SessionRead(fd) || wrote;
-}
-
-short TcpConnection::SessionPollEvents(int* fd) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (owner_ != Owner::kUser || !error_.ok()) return 0;
-  *fd = session_fd_;
-  short events = 0;
-  if (!reading_paused_) events |= POLLIN;
-  if (!out_.empty()) events |= POLLOUT;
-  return events;
-}
-
-bool TcpConnection::SessionIoFailed(ssize_t n, const char* during) {
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return false;
-  const asio::error_code ec = n == 0 ? asio::error_code(asio::error::eof)
-                                     : asio::error_code(errno, asio::system_category());
-  RecordFailure(ErrorFromAsio(ec, during));
-  return true;
-}
-
-bool TcpConnection::SessionWrite(int fd) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (out_.empty()) return false;
-    GatherOut(&session_iov_);
-  }
-  msghdr msg{};
-  msg.msg_iov = session_iov_.data();
-  msg.msg_iovlen = session_iov_.size();
-  const ssize_t n = ::sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
-  if (n < 0) return SessionIoFailed(n, "sending");
-  bytes_sent_.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
-  bool close = false;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    close = AccountWritten(static_cast<size_t>(n));
-  }
-  if (close) Close();
-  return true;
-}
-
-bool TcpConnection::SessionRead(int fd) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (reading_paused_ || !error_.ok()) return false;
-  }
-  bool progress = false;
-  // One frame at most, so the waiter checks after each whether it was the one it wants.
-  for (;;) {
-    if (!in_payload_) {
-      if (header_received_ < kFrameHeaderBytes) {
-        const ssize_t n = ::recv(fd, header_bytes_ + header_received_,
-                                 kFrameHeaderBytes - header_received_, MSG_DONTWAIT);
-        if (n <= 0) return SessionIoFailed(n, "waiting for a frame") || progress;
-        header_received_ += static_cast<size_t>(n);
-        progress = true;
-        continue;
-      }
-      if (!BeginFrame()) return true;
-      if (read_len_ > 0) continue;
-    } else if (payload_received_ < read_len_) {
-      uint8_t* dst = read_dst_ + payload_received_;
-      const ssize_t n = ::recv(fd, dst, read_len_ - payload_received_, MSG_DONTWAIT);
-      if (n <= 0) return SessionIoFailed(n, "receiving a frame payload") || progress;
-      PayloadArrived(dst, static_cast<size_t>(n));
-      progress = true;
-      if (payload_received_ < read_len_) continue;
-    }
-    CompleteFrame();
-    return true;
-  }
-}
-
-void TcpConnection::RecordFailure(const absl::Status& status) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (error_.ok()) error_ = status;
-  cv_.notify_all();
-  WakeSession();
-}
-
-void TcpConnection::WakeSession() {
-  // The peer sees the end at once and a session's poll returns; the descriptor
-  // stays open (no reuse) until Resume closes it.
-  if (session_fd_ >= 0) ::shutdown(session_fd_, SHUT_RDWR);
 }
 
 // ---------------------------------------------------------------- errors
@@ -889,7 +537,6 @@ void TcpConnection::FailOnIoThread(const absl::Status& status) {
       handler = std::move(on_error_);
     }
     cv_.notify_all();
-    WakeSession();
   }
   asio::error_code ignored;
   socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
@@ -903,7 +550,6 @@ void TcpConnection::Fail(const absl::Status& status) {
     std::lock_guard<std::mutex> lock(mu_);
     if (error_.ok()) error_ = status;
     cv_.notify_all();
-    WakeSession();
   }
   auto self = shared_from_this();
   asio::post(socket_.get_executor(), [self, status] { self->FailOnIoThread(status); });
@@ -916,7 +562,6 @@ void TcpConnection::Close() {
     error_reported_ = true;  // a deliberate close is not an error to report
     on_error_ = nullptr;
     cv_.notify_all();
-    WakeSession();
   }
   auto self = shared_from_this();
   asio::post(socket_.get_executor(), [self] {

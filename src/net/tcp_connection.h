@@ -1,23 +1,14 @@
 // TcpConnection: one TCP socket speaking frames (frame.h), with thread-safe queues.
 //
 // Internal to net/ (TcpNode creates them, Link and TcpRing use them). Socket I/O runs
-// on the connection's io_context thread, except during a session (below); the public
-// send/receive methods are called from other threads and block on a condition
-// variable, never on the socket (a session's thread waits in poll() for its own I/O).
+// only on the connection's io_context thread; the public send/receive methods are
+// called from other threads and block on a condition variable, never on the socket.
 //
 // Life cycle: created by TcpNode, StartReading() with a handshake handler (hello,
 // proof and fingerprint frames go to it), Establish() once authenticated; from then on
 // data frames go to the data queue and control frames to the control queue. Any
 // violation (bad frame, wrong order, peer error frame, EOF) fails the connection: the
 // socket is closed and every waiter returns the error, which names the peer.
-//
-// Sessions (BeginSession / EndSession): for a burst of messages whose sender waits in
-// the transport anyway (a large allreduce), the user thread may take the socket away
-// from the io thread and do the reads and writes itself, with non-blocking system
-// calls inside its own waits (SessionDriver polls every connection of the session).
-// A message then costs no hand-off between threads: on 2 local peers on 2 cores the
-// io threads' wake-ups and context switches were ~11% of the allreduce's CPU time.
-// The frame logic is the same code in both modes; only who calls it differs.
 #pragma once
 
 // A libstdc++ header must come before asio.hpp: Asio decides between aligned_alloc
@@ -38,10 +29,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
-
-#include <sys/uio.h>  // iovec
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -56,26 +44,6 @@ struct LinkOptions {
   // Reading also pauses once this many payload bytes wait to be taken: on loopback a
   // short queue keeps received buffers in cache (measured: faster allreduce).
   size_t max_queued_bytes = size_t{16} << 20;
-};
-
-class TcpConnection;
-
-// Runs the socket I/O of the connections of one session on the thread that created
-// it, while that thread waits in one of them (TcpConnection::BeginSession).
-class SessionDriver {
- public:
-  SessionDriver() : thread_(std::this_thread::get_id()) {}
-  bool OnOwnerThread() const { return std::this_thread::get_id() == thread_; }
-  void Add(TcpConnection* connection) { connections_.push_back(connection); }
-  // Moves whatever bytes can move without blocking, on every connection; true if
-  // any did (or a connection failed).
-  bool Step();
-  // Sleeps until a connection can move bytes (poll), or until `deadline`.
-  void Poll(absl::Time deadline);
-
- private:
-  std::thread::id thread_;
-  std::vector<TcpConnection*> connections_;
 };
 
 class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
@@ -128,23 +96,6 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   absl::Status PostRecvsInto(size_t skip, absl::Span<const absl::Span<uint8_t>> dsts);
   void CancelRecvsInto();
   absl::Status RecvControl(std::vector<uint8_t>* message, absl::Duration timeout);
-  // Takes the socket from the io thread (waiting for its reads and writes in flight
-  // to stop at whatever byte they reached): until EndSession(), this connection's
-  // frames are read and written by `driver`'s thread, only while that thread waits
-  // in RecvData, RecvDataInto, WaitSendsDone or RecvControl of a connection of the
-  // driver. Other threads may still queue frames, wait for control messages and fail
-  // the connection (their frames move when the driver's thread next waits). Errors
-  // found meanwhile reach every waiter at once; the socket is closed and the error
-  // handler runs after EndSession(). False (nothing changed): the connection failed.
-  bool BeginSession(SessionDriver* driver);
-  // Gives the socket back to the io thread, which goes on from the same byte; returns
-  // at once. Only the driver's thread calls it; no-op without a session.
-  void EndSession();
-  // SessionDriver's side (driver's thread): non-blocking writes, then reads of at
-  // most one frame; true if bytes moved or the connection failed.
-  bool SessionStep();
-  // The events to poll for on *fd (0: none, e.g. failed or reading paused).
-  short SessionPollEvents(int* fd) const;
   // Frames sent from now on carry `epoch`; received frames older than it are refused.
   void SetEpoch(uint64_t epoch);
   void SetStep(uint64_t step);
@@ -164,43 +115,18 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   };
   absl::Status Enqueue(FrameHeader header, absl::Span<const uint8_t> payload,
                        std::vector<uint8_t> owned, bool close_after);
-  // Waits until pred() (mu_ held by `lock`): on cv_, or, on the session's thread,
-  // by driving the session's sockets. False on timeout.
-  template <typename Pred>
-  bool Wait(std::unique_lock<std::mutex>& lock, absl::Duration timeout, Pred pred);
-  bool OnSessionThread() const;  // mu_ held
   absl::Status WaitQueue(std::deque<std::vector<uint8_t>>* queue, std::vector<uint8_t>* message,
                          absl::Duration timeout, const char* what);
   // mu_ held, queue not empty: swaps its front into *message, recycles, resumes reading.
   void TakeFront(std::deque<std::vector<uint8_t>>* queue, std::vector<uint8_t>* message);
   bool QueuesFull() const;  // mu_ held: reading pauses
   absl::Status TimedOut(const char* what, absl::Duration timeout) const;  // mu_ held
-  // Frame logic, run by the reader (the io thread, or the session's thread).
-  bool BeginFrame();  // header_bytes_ complete: checks it, picks the destination
-  void PayloadArrived(const uint8_t* bytes, size_t n);  // checksums, counts
-  bool CompleteFrame();  // payload complete: verifies, delivers; false: stop reading
-  void ReaderFail(const absl::Status& status);
-  // io thread: async chain ReadHeader -> OnHeader -> ReadPayload -> FinishFrame.
   void ReadHeader();
-  void OnHeader();
+  void OnHeader(const asio::error_code& ec);
   void ReadPayload();
   void FinishFrame();
   void WriteSome();
-  void OnWritten(const asio::error_code& ec, size_t bytes);
-  // mu_ held: iovecs for up to kMaxFramesPerWrite frames of out_, from front_written_.
-  void GatherOut(std::vector<iovec>* iov) const;
-  bool AccountWritten(size_t bytes);  // mu_ held: pops the frames written; true: close
-  // Session steps (driver's thread).
-  bool SessionWrite(int fd);
-  bool SessionRead(int fd);
-  bool SessionIoFailed(ssize_t n, const char* during);  // after recv/sendmsg returned n <= 0
-  // io thread: TakeOver releases the socket from Asio, MaybeHandOver passes it to the
-  // session once no operation is in flight, Resume takes it back.
-  void TakeOver();
-  void MaybeHandOver();
-  void Resume();
-  void RecordFailure(const absl::Status& status);  // first error wins; wakes everyone
-  void WakeSession();                              // mu_ held: shuts the session's socket down
+  void OnWritten(const asio::error_code& ec, size_t frames);
   absl::Status ErrorFromAsio(const asio::error_code& ec, const char* during) const;
   void FailOnIoThread(const absl::Status& status);
   void MarkClosed();  // io thread, after closing the socket
@@ -216,13 +142,7 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   // io-thread state
   FrameHandler handshake_handler_;
   ErrorHandler on_error_;
-  bool established_ = false;  // io thread writes (before a session); read by the reader
-  // Reader state: owned by the io thread, or during a session by its thread (handed
-  // over under mu_). A frame is read as header_received_ bytes of header, then, once
-  // the header is checked (in_payload_), payload_received_ of read_len_ bytes.
-  bool reader_inline_ = false;  // the session's thread is the reader
-  size_t header_received_ = 0;
-  bool in_payload_ = false;
+  bool established_ = false;  // io thread writes; read by io thread only
   uint8_t header_bytes_[kFrameHeaderBytes];
   FrameHeader header_;
   std::vector<uint8_t> payload_;
@@ -232,13 +152,7 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   size_t payload_received_ = 0;
   uint32_t payload_crc_ = 0;
   FrameOrderChecker order_;
-  std::vector<iovec> io_iov_;
   std::vector<asio::const_buffer> write_buffers_;
-  bool released_ = false;  // io thread: the socket is released to a session
-  bool read_op_ = false;   // io thread: an async read / write is in flight
-  bool write_op_ = false;
-  asio::ip::tcp protocol_ = asio::ip::tcp::v4();  // io thread: for re-assigning the socket
-  std::vector<iovec> session_iov_;                // session thread
 
   // shared state, guarded by mu_
   mutable std::mutex mu_;
@@ -248,15 +162,7 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   bool error_reported_ = false;
   bool closed_ = false;  // the socket is closed: no operation touches user bytes any more
   std::deque<OutFrame> out_;
-  size_t front_written_ = 0;  // bytes of out_.front() already written
-  bool writing_ = false;      // the io thread's write chain is running or posted
-  // Who does the socket I/O: the io thread, or a session (BeginSession: kHandingOver
-  // until the io thread released the socket; EndSession: kHandingBack until it
-  // took it back).
-  enum class Owner { kIo, kHandingOver, kUser, kHandingBack };
-  Owner owner_ = Owner::kIo;
-  SessionDriver* session_ = nullptr;  // while kHandingOver / kUser
-  int session_fd_ = -1;               // the released socket, from TakeOver to Resume
+  bool writing_ = false;
   size_t pending_data_ = 0;
   uint64_t next_sequence_ = 0;
   uint64_t epoch_ = 0;

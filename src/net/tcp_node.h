@@ -52,11 +52,8 @@ struct TcpNodeOptions {
   int socket_buffer_bytes = 4 << 20;                     // SO_SNDBUF/SO_RCVBUF; 0 = kernel default
   // The same for links to loopback peers: there the kernel's "network" is a copy
   // between processes, and small buffers keep those bytes in cache (measured on
-  // 2 local peers: busbw 1.7 -> 2.2 GB/s best case for 496 MB allreduces with io
-  // threads). With the allreduce's thread doing the I/O itself (sessions), 1 MiB
-  // lets a whole 256 KiB chunk and more land while the receiver is busy reducing
-  // (CPU per 496 MB allreduce 0.20 -> 0.19 s vs 256 KiB; 512 KiB and 2 MiB no better).
-  int loopback_socket_buffer_bytes = 1 << 20;
+  // 2 local peers: busbw 1.7 -> 2.2 GB/s best case for 496 MB allreduces).
+  int loopback_socket_buffer_bytes = 256 << 10;
 };
 
 class TcpNode;

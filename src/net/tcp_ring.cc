@@ -80,7 +80,7 @@ absl::StatusOr<std::unique_ptr<TcpRing>> TcpRing::Form(std::shared_ptr<TcpNode> 
   return ring;
 }
 
-TcpRing::~TcpRing() { EndDriving(); }
+TcpRing::~TcpRing() = default;
 
 absl::Status TcpRing::SendToNext(absl::Span<const uint8_t> data) {
   if (!next_) return absl::FailedPreconditionError("a ring of one peer has no successor");
@@ -115,22 +115,6 @@ absl::Status TcpRing::PostRecvsInto(size_t skip, absl::Span<const absl::Span<uin
 
 void TcpRing::CancelRecvsInto() {
   if (prev_) prev_->connection().CancelRecvsInto();
-}
-
-void TcpRing::BeginDriving() {
-  if (driver_ || !next_) return;
-  driver_ = std::make_unique<SessionDriver>();
-  // A link that refuses (it failed) keeps its io thread; its waits return the error.
-  for (Link* link : {next_.get(), prev_.get()}) {
-    if (link->connection().BeginSession(driver_.get())) driver_->Add(&link->connection());
-  }
-}
-
-void TcpRing::EndDriving() {
-  if (!driver_) return;
-  next_->connection().EndSession();
-  prev_->connection().EndSession();
-  driver_.reset();
 }
 
 void TcpRing::SetEpoch(uint64_t epoch) {

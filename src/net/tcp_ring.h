@@ -13,8 +13,6 @@
 // no copy); RecvFromPrev swaps the received buffer into the caller's vector (no copy; its old
 // capacity is recycled); RecvFromPrevInto lets the io thread read a message straight into its
 // destination (announced in advance with PostRecvsInto, even while earlier messages are queued).
-// BeginDriving/EndDriving move both links' I/O onto the caller's thread for a large
-// collective (see TcpConnection's sessions).
 #pragma once
 
 #include <memory>
@@ -61,10 +59,6 @@ class TcpRing : public RingTransport {
   // Announced messages are read in place by the io thread as soon as they arrive.
   absl::Status PostRecvsInto(size_t skip, absl::Span<const absl::Span<uint8_t>> dsts) override;
   void CancelRecvsInto() override;
-  // Both links' sockets are read and written by the calling thread while it waits
-  // (TcpConnection::BeginSession): no hand-off to an io thread per message.
-  void BeginDriving() override;
-  void EndDriving() override;
 
   // Frames sent from now on carry `epoch`; older frames received are refused.
   void SetEpoch(uint64_t epoch);
@@ -82,9 +76,8 @@ class TcpRing : public RingTransport {
   std::shared_ptr<TcpNode> node_;
   std::vector<int> order_;
   int position_;
-  std::unique_ptr<Link> next_;             // connection we dialed: we send on it
-  std::unique_ptr<Link> prev_;             // connection we accepted: we receive on it
-  std::unique_ptr<SessionDriver> driver_;  // between BeginDriving and EndDriving
+  std::unique_ptr<Link> next_;  // connection we dialed: we send on it
+  std::unique_ptr<Link> prev_;  // connection we accepted: we receive on it
 };
 
 }  // namespace rt::net
