@@ -12,23 +12,16 @@
 
 #include <cmath>
 #include <functional>
-#include <random>
 #include <vector>
 
 #include "core/bf16.h"
 #include "core/bf16_convert.h"
 #include "model/matmul.h"
+#include "random_vector.h"
 
 namespace rt::model {
 namespace {
-
-std::vector<float> Random(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using rt::testing::GaussianVector;
 
 double Dot(const std::vector<float>& a, const std::vector<float>& b) {
   double s = 0;
@@ -67,7 +60,8 @@ void CheckGradient(std::vector<float>& x, const std::vector<float>& grad,
 TEST_CASE("layernorm forward matches double loops and backward matches finite differences") {
   RT_BOTH_KERNEL_PATHS();
   const int64_t N = 5, C = 37;  // C not a multiple of 16: exercises tails
-  std::vector<float> x = Random(N * C, 1), w = Random(C, 2), b = Random(C, 3), r = Random(N * C, 4);
+  std::vector<float> x = GaussianVector(N * C, 1), w = GaussianVector(C, 2),
+                     b = GaussianVector(C, 3), r = GaussianVector(N * C, 4);
   std::vector<float> out(N * C), mean(N), rstd(N);
   auto J = [&] {
     LayerNormForward(out.data(), nullptr, mean.data(), rstd.data(), x.data(), w.data(), b.data(), N,
@@ -105,7 +99,7 @@ TEST_CASE("layernorm forward matches double loops and backward matches finite di
 TEST_CASE("gelu forward matches tanh formula and backward matches finite differences") {
   RT_BOTH_KERNEL_PATHS();
   const int64_t n = 4103;
-  std::vector<float> x = Random(n, 5, 2.0f), r = Random(n, 6), out(n);
+  std::vector<float> x = GaussianVector(n, 5, 2.0f), r = GaussianVector(n, 6), out(n);
   x[0] = 30.0f;  // saturated ends must not produce NaN
   x[1] = -30.0f;
   auto J = [&] {
@@ -135,7 +129,7 @@ TEST_CASE("causal softmax forward masks the future and backward matches finite d
   RT_BOTH_KERNEL_PATHS();
   const int64_t BH = 3, T = 19;
   const float scale = 0.7f;
-  std::vector<float> s = Random(BH * T * T, 7, 2.0f), r = Random(BH * T * T, 8);
+  std::vector<float> s = GaussianVector(BH * T * T, 7, 2.0f), r = GaussianVector(BH * T * T, 8);
   std::vector<float> att(BH * T * T);
   auto J = [&] {
     att = s;
@@ -163,7 +157,7 @@ TEST_CASE("causal softmax forward masks the future and backward matches finite d
 TEST_CASE("fused softmax cross-entropy: loss and gradient against double and finite differences") {
   RT_BOTH_KERNEL_PATHS();
   const int64_t R = 4, V = 53;
-  std::vector<float> logits = Random(R * V, 9, 3.0f);
+  std::vector<float> logits = GaussianVector(R * V, 9, 3.0f);
   std::vector<int32_t> targets = {0, 52, 17, 17};
   const float gs = 0.37f;
   double want = 0;
@@ -199,7 +193,7 @@ TEST_CASE("fused softmax cross-entropy: loss and gradient against double and fin
 TEST_CASE("embedding forward gathers and backward scatters, repeated tokens add up") {
   RT_BOTH_KERNEL_PATHS();
   const int64_t B = 2, T = 3, C = 20, V = 5;
-  std::vector<float> wte = Random(V * C, 10), wpe = Random(T * C, 11), x(B * T * C);
+  std::vector<float> wte = GaussianVector(V * C, 10), wpe = GaussianVector(T * C, 11), x(B * T * C);
   std::vector<int32_t> tok = {4, 1, 4, 0, 4, 2};
   EmbeddingForward(x.data(), tok.data(), wte.data(), wpe.data(), B, T, C);
   for (int64_t bt = 0; bt < B * T; ++bt) {
@@ -207,7 +201,7 @@ TEST_CASE("embedding forward gathers and backward scatters, repeated tokens add 
       CHECK(x[bt * C + i] == wte[tok[bt] * C + i] + wpe[(bt % T) * C + i]);
     }
   }
-  std::vector<float> dx = Random(B * T * C, 12), dwte(V * C, 0.0f), dwpe(T * C, 1.0f);
+  std::vector<float> dx = GaussianVector(B * T * C, 12), dwte(V * C, 0.0f), dwpe(T * C, 1.0f);
   EmbeddingBackward(dwte.data(), dwpe.data(), dx.data(), tok.data(), B, T, C);
   for (int64_t i = 0; i < C; ++i) {
     CHECK(dwte[4 * C + i] == doctest::Approx(dx[0 * C + i] + dx[2 * C + i] + dx[4 * C + i]));
@@ -219,7 +213,7 @@ TEST_CASE("embedding forward gathers and backward scatters, repeated tokens add 
 TEST_CASE("bias backward sums rows and accumulates") {
   RT_BOTH_KERNEL_PATHS();
   const int64_t M = 33, N = 70;
-  std::vector<float> d = Random(M * N, 13), db(N, 2.0f);
+  std::vector<float> d = GaussianVector(M * N, 13), db(N, 2.0f);
   std::vector<bf16_t> d_h(M * N);
   BiasBackward(db.data(), d.data(), M, N, d_h.data());
   for (int64_t i = 0; i < M * N; ++i) CHECK(d_h[i] == FloatToBf16(d[i]));
@@ -231,7 +225,7 @@ TEST_CASE("bias backward sums rows and accumulates") {
 }
 
 TEST_CASE("bulk bf16 conversion equals the scalar rounding, NaN stays NaN") {
-  std::vector<float> x = Random(1000, 14, 100.0f);
+  std::vector<float> x = GaussianVector(1000, 14, 100.0f);
   x[5] = std::nanf("");
   x[6] = INFINITY;
   x[7] = -0.0f;
@@ -266,7 +260,8 @@ void NaiveMatmul(int64_t M, int64_t K, int64_t N, const std::function<double(int
 TEST_CASE("matmul engine: transposes, bias, accumulation and bf16 match naive matmul") {
   MatmulEngine mm;
   const int64_t M = 37, K = 29, N = 45;
-  std::vector<float> a = Random(M * K, 15), w = Random(N * K, 16), bias = Random(N, 17);
+  std::vector<float> a = GaussianVector(M * K, 15), w = GaussianVector(N * K, 16),
+                     bias = GaussianVector(N, 17);
   std::vector<double> want;
   // out = a @ w^T + bias, then accumulate once more.
   NaiveMatmul(
@@ -300,7 +295,7 @@ TEST_CASE("matmul engine: transposes, bias, accumulation and bf16 match naive ma
 TEST_CASE("batched attention matmuls read heads through strides") {
   MatmulEngine mm;
   const int64_t B = 2, NH = 3, T = 5, hs = 4, C = NH * hs;
-  std::vector<float> qkv = Random(B * T * 3 * C, 18), att(B * NH * T * T);
+  std::vector<float> qkv = GaussianVector(B * T * 3 * C, 18), att(B * NH * T * T);
   const MatOperand q_view{{B, NH, T, hs}, {T * 3 * C, hs, 3 * C, 1}};
   const MatOperand kt_view{{B, NH, hs, T}, {T * 3 * C, hs, 1, 3 * C}};
   const MatOperand att_view{{B, NH, T, T}, {NH * T * T, T * T, T, 1}};

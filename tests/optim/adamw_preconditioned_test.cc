@@ -6,24 +6,17 @@
 
 #include <algorithm>
 #include <cmath>
-#include <random>
 #include <vector>
 
 #include "optim/adamw.h"
+#include "random_vector.h"
 
 namespace {
 
 using rt::optim::AdamW;
 using rt::optim::AdamWConfig;
 using rt::optim::FloatRange;
-
-std::vector<float> Gaussian(size_t n, uint32_t seed, float scale) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> x(n);
-  for (float& f : x) f = dist(rng);
-  return x;
-}
+using rt::testing::GaussianVector;
 
 // The frozen denominators of optim/adamw.h in double, from v after `frozen_t` steps.
 std::vector<double> ReferenceDenominators(const std::vector<double>& v, const AdamWConfig& c,
@@ -49,12 +42,12 @@ TEST_CASE("preconditioned steps continue dense AdamW like a double-precision ref
   c.weight_decay = 0.2f;
   const std::vector<FloatRange> decay = {{10, 5000}};
   AdamW opt(c, n, decay);
-  std::vector<float> p = Gaussian(n, 1, 0.02f);
+  std::vector<float> p = GaussianVector(n, 1, 0.02f);
   std::vector<double> rp(p.begin(), p.end()), rm(n, 0), rv(n, 0);
   // A stretch of coordinates with no gradient during the dense steps: v = 0 there, so
   // only the block floor keeps their later gradients from being divided by eps.
   auto dense_grad = [&](int t) {
-    std::vector<float> g = Gaussian(n, 100 + t, 1e-3f);
+    std::vector<float> g = GaussianVector(n, 100 + t, 1e-3f);
     for (size_t i = 6000; i < 6100; ++i) g[i] = 0;
     return g;
   };
@@ -78,7 +71,7 @@ TEST_CASE("preconditioned steps continue dense AdamW like a double-precision ref
 
   double max_rel = 0;
   for (int64_t t = frozen_t + 1; t <= frozen_t + 4; ++t) {
-    std::vector<float> g = Gaussian(n, 200 + static_cast<uint32_t>(t), 1e-3f);
+    std::vector<float> g = GaussianVector(n, 200 + static_cast<uint32_t>(t), 1e-3f);
     std::vector<double> gd(g.begin(), g.end());
     opt.Precondition(absl::MakeSpan(g), 0, frozen_t);
     for (size_t i = 0; i < n; ++i) {
@@ -113,8 +106,8 @@ TEST_CASE("Precondition gives the same bits whatever ranges the caller cuts") {
   AdamWConfig c;
   AdamW opt(c, n, {});
   std::vector<float> p(n, 0.0f);
-  opt.Step(absl::MakeSpan(p), Gaussian(n, 5, 1.0f), 1e-3f, 1);
-  const std::vector<float> g = Gaussian(n, 6, 1.0f);
+  opt.Step(absl::MakeSpan(p), GaussianVector(n, 5, 1.0f), 1e-3f, 1);
+  const std::vector<float> g = GaussianVector(n, 6, 1.0f);
   std::vector<float> whole = g;
   opt.Precondition(absl::MakeSpan(whole), 0, 1);
   std::vector<float> pieces = g;

@@ -6,22 +6,16 @@
 #include <omp.h>
 
 #include <cmath>
-#include <random>
 #include <vector>
+
+#include "random_vector.h"
 
 namespace {
 
 using rt::optim::AdamW;
 using rt::optim::AdamWConfig;
 using rt::optim::FloatRange;
-
-std::vector<float> RandomVector(size_t n, uint32_t seed, float scale) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> x(n);
-  for (float& f : x) f = dist(rng);
-  return x;
-}
+using rt::testing::GaussianVector;
 
 bool InRanges(size_t i, const std::vector<FloatRange>& ranges) {
   for (const FloatRange& r : ranges) {
@@ -59,10 +53,10 @@ TEST_CASE("AdamW matches a scalar reference over several steps") {
   std::vector<FloatRange> ranges = {{100, 20000}, {25000, 39990}};
   AdamW opt(config, n, ranges);
   ReferenceAdamW ref{config, ranges, {}, {}};
-  std::vector<float> p = RandomVector(n, 1, 0.5f);
+  std::vector<float> p = GaussianVector(n, 1, 0.5f);
   std::vector<double> p_ref(p.begin(), p.end());
   for (int64_t t = 1; t <= 5; ++t) {
-    std::vector<float> g = RandomVector(n, 100 + t, 0.01f * t);
+    std::vector<float> g = GaussianVector(n, 100 + t, 0.01f * t);
     const float lr = 1e-2f / t, scale = t == 3 ? 0.5f : 1.0f;
     opt.Step(absl::MakeSpan(p), g, lr, t, scale);
     ref.Step(p_ref, g, lr, t, scale);
@@ -114,9 +108,9 @@ TEST_CASE("AdamW on two shards equals AdamW on the whole buffer, bit for bit") {
   AdamW right(config, n - cut, rt::optim::DecayRangesForShard(ranges, cut, n));
   CHECK(right.decay_ranges() ==
         std::vector<FloatRange>{{0, 30000 - cut}, {40000 - cut, 49000 - cut}});
-  std::vector<float> p = RandomVector(n, 7, 1.0f), q = p;
+  std::vector<float> p = GaussianVector(n, 7, 1.0f), q = p;
   for (int64_t t = 1; t <= 3; ++t) {
-    std::vector<float> g = RandomVector(n, 50 + t, 0.1f);
+    std::vector<float> g = GaussianVector(n, 50 + t, 0.1f);
     whole.Step(absl::MakeSpan(p), g, 1e-3f, t);
     left.Step(absl::MakeSpan(q).subspan(0, cut), absl::MakeConstSpan(g).subspan(0, cut), 1e-3f, t);
     right.Step(absl::MakeSpan(q).subspan(cut), absl::MakeConstSpan(g).subspan(cut), 1e-3f, t);
@@ -127,13 +121,13 @@ TEST_CASE("AdamW on two shards equals AdamW on the whole buffer, bit for bit") {
 TEST_CASE("AdamW gives the same bits with 1 and 2 threads") {
   const size_t n = 100000;
   std::vector<FloatRange> ranges = {{0, 60000}};
-  std::vector<float> g = RandomVector(n, 9, 0.1f);
+  std::vector<float> g = GaussianVector(n, 9, 0.1f);
   std::vector<float> results[2];
   const int saved = omp_get_max_threads();
   for (int threads = 1; threads <= 2; ++threads) {
     omp_set_num_threads(threads);
     AdamW opt(AdamWConfig{}, n, ranges);
-    results[threads - 1] = RandomVector(n, 8, 1.0f);
+    results[threads - 1] = GaussianVector(n, 8, 1.0f);
     opt.Step(absl::MakeSpan(results[threads - 1]), g, 1e-3f, 1);
     opt.Step(absl::MakeSpan(results[threads - 1]), g, 1e-3f, 2);
   }
