@@ -63,9 +63,9 @@ class AdamW {
   // on every call, so a state loaded or fetched from another peer needs no extra step. Both calls
   // are deterministic; Precondition only reads the optimizer (any thread, while no Step runs).
   // Measured on the 3-peer learning curves (top-k 1%, gap to dense at step 300): floor
-  // 0.1 x the RMS of 4096-float blocks +5% (rare coordinates jump), of 1M-float blocks
-  // +3.6%; 0.3 x: +2.8%; 1 x: +3.7%; 3 x: +5.3% (too uniform: Adam's per-coordinate
-  // scaling is lost).
+  // 0.1 x the RMS of 4096-float blocks was +5.1% already at step 100 (coordinates with a
+  // small v jumped; run stopped there); of 1M-float blocks: 0.1 x +3.6%, 0.3 x +2.8%,
+  // 1 x +3.7%, 3 x +5.3% (too uniform: Adam's per-coordinate scaling is lost).
   static constexpr size_t kPreconditionBlock = size_t{1} << 20;
   static constexpr float kPreconditionFloor = 0.3f;
   // grads: gradient entries [offset, offset + grads.size()) of the span, divided in place.
