@@ -1,7 +1,15 @@
-// TcpConnection: framed reads and gather writes on the io thread, queues for users.
+// TcpConnection: framed reads and gather writes (on the io thread during the
+// handshake, then on the connection's reader and writer threads), queues for users.
 #include "net/tcp_connection.h"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cstring>
 
 #include "absl/strings/str_format.h"
@@ -39,7 +47,10 @@ TcpConnection::TcpConnection(asio::ip::tcp::socket socket, std::string peer_name
       order_(peer_name),
       peer_name_(std::move(peer_name)) {}
 
-TcpConnection::~TcpConnection() = default;
+TcpConnection::~TcpConnection() {
+  StopWorkers();
+  if (fd_ >= 0) ::close(fd_);  // released from Asio: ours to close
+}
 
 std::string TcpConnection::peer_name() const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -78,21 +89,21 @@ void TcpConnection::ReadHeader() {
 }
 
 void TcpConnection::OnHeader(const asio::error_code& ec) {
-  if (ec) return FailOnIoThread(ErrorFromAsio(ec, "waiting for a frame"));
+  if (ec) return FailFromReader(ErrorFromAsio(ec, "waiting for a frame"));
   const std::string peer = peer_name();
   uint64_t limit = established_ ? options_.max_payload_bytes : kMaxHandshakePayload;
   absl::StatusOr<FrameHeader> header = DecodeFrameHeader(header_bytes_, limit, peer);
-  if (!header.ok()) return FailOnIoThread(header.status());
+  if (!header.ok()) return FailFromReader(header.status());
   order_.set_min_epoch(min_epoch_.load());
   absl::Status order = order_.Check(*header);
-  if (!order.ok()) return FailOnIoThread(order);
+  if (!order.ok()) return FailFromReader(order);
   FrameType t = header->type;
   bool allowed =
       t == FrameType::kError || (established_ ? (t == FrameType::kData || t == FrameType::kControl)
                                               : (t == FrameType::kHello || t == FrameType::kProof ||
                                                  t == FrameType::kFingerprint));
   if (!allowed) {
-    return FailOnIoThread(absl::FailedPreconditionError(
+    return FailFromReader(absl::FailedPreconditionError(
         absl::StrFormat("%s sent a %s frame %s the handshake", peer, FrameTypeName(t),
                         established_ ? "after" : "before completing")));
   }
@@ -128,7 +139,7 @@ void TcpConnection::OnHeader(const asio::error_code& ec) {
   payload_received_ = 0;
   payload_crc_ = 0;
   if (header_.payload_bytes == 0) return FinishFrame();
-  ReadPayload();
+  if (!reader_threaded_) ReadPayload();  // the reader thread reads the payload itself
 }
 
 // Reads whatever has arrived straight into the message buffer and checksums it
@@ -152,7 +163,7 @@ void TcpConnection::FinishFrame() {
   bytes_received_.fetch_add(kFrameHeaderBytes, std::memory_order_relaxed);
   const std::string peer = peer_name();
   if (payload_crc_ != header_.payload_crc32c) {
-    return FailOnIoThread(absl::DataLossError(absl::StrFormat(
+    return FailFromReader(absl::DataLossError(absl::StrFormat(
         "%s frame %d from %s has a corrupt payload (checksum 0x%08x, computed 0x%08x)",
         FrameTypeName(header_.type), header_.sequence, peer, header_.payload_crc32c,
         payload_crc_)));
@@ -161,9 +172,9 @@ void TcpConnection::FinishFrame() {
     case FrameType::kError: {
       std::string reason(payload_.begin(), payload_.end());
       if (established_) {
-        return FailOnIoThread(absl::AbortedError(peer + " reported an error: " + reason));
+        return FailFromReader(absl::AbortedError(peer + " reported an error: " + reason));
       }
-      return FailOnIoThread(
+      return FailFromReader(
           absl::FailedPreconditionError(peer + " refused the connection: " + reason));
     }
     case FrameType::kHello:
@@ -191,16 +202,24 @@ void TcpConnection::FinishFrame() {
       queue.push_back(std::move(payload_));
       cv_.notify_all();
       if (QueuesFull()) {
-        reading_paused_ = true;  // resumed by WaitQueue once the user takes a message
+        reading_paused_ = true;  // resumed by TakeFront once the user takes a message
         return;
       }
       break;
     }
   }
+  if (reader_threaded_) return;  // the reader thread goes on with the next frame
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!error_.ok()) return;
+    if (established_ && options_.worker_threads) {
+      // Hand the socket to the worker threads at this frame boundary: now if no
+      // write is in flight, else when it completes (OnWritten).
+      switch_pending_ = true;
+      if (writing_) return;
+    }
   }
+  if (switch_pending_) return SwitchToWorkers();
   ReadHeader();
 }
 
@@ -232,8 +251,12 @@ void TcpConnection::TakeFront(std::deque<std::vector<uint8_t>>* queue,
   queue->pop_front();
   if (reading_paused_ && !QueuesFull() && error_.ok()) {
     reading_paused_ = false;
-    auto self = shared_from_this();
-    asio::post(socket_.get_executor(), [self] { self->ReadHeader(); });
+    if (reader_threaded_) {
+      read_cv_.notify_one();
+    } else {
+      auto self = shared_from_this();
+      asio::post(socket_.get_executor(), [self] { self->ReadHeader(); });
+    }
   }
 }
 
@@ -403,7 +426,9 @@ absl::Status TcpConnection::Enqueue(FrameHeader header, absl::Span<const uint8_t
   f.close_after = close_after;
   if (f.is_data) ++pending_data_;
   EncodeFrameHeader(header, f.header.data());
-  if (!writing_) {
+  if (writer_threaded_) {
+    if (!writing_) write_cv_.notify_one();
+  } else if (!writing_ && !switch_pending_) {
     writing_ = true;
     auto self = shared_from_this();
     asio::post(socket_.get_executor(), [self] { self->WriteSome(); });
@@ -500,12 +525,14 @@ void TcpConnection::OnWritten(const asio::error_code& ec, size_t frames) {
       close = close || out_.front().close_after;
       out_.pop_front();
     }
-    more = !out_.empty();
+    // A pending switch to the worker threads waits for this write: it goes first.
+    more = !out_.empty() && !switch_pending_;
     if (!more) writing_ = false;
     cv_.notify_all();
   }
   if (close) return Close();
-  if (more) WriteSome();
+  if (more) return WriteSome();
+  if (switch_pending_ && !reader_threaded_) SwitchToWorkers();
 }
 
 // ---------------------------------------------------------------- errors
@@ -538,10 +565,7 @@ void TcpConnection::FailOnIoThread(const absl::Status& status) {
     }
     cv_.notify_all();
   }
-  asio::error_code ignored;
-  socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
-  socket_.close(ignored);
-  MarkClosed();
+  CloseSocket();
   if (handler) handler(status);
 }
 
@@ -564,12 +588,20 @@ void TcpConnection::Close() {
     cv_.notify_all();
   }
   auto self = shared_from_this();
-  asio::post(socket_.get_executor(), [self] {
-    asio::error_code ignored;
-    self->socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
-    self->socket_.close(ignored);
-    self->MarkClosed();
-  });
+  asio::post(socket_.get_executor(), [self] { self->CloseSocket(); });
+}
+
+void TcpConnection::CloseSocket() {
+  StopWorkers();
+  {
+    std::lock_guard<std::mutex> join_lock(join_mu_);
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  asio::error_code ignored;
+  socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);  // no-op once released
+  socket_.close(ignored);
+  MarkClosed();
 }
 
 void TcpConnection::MarkClosed() {
@@ -587,6 +619,197 @@ void TcpConnection::SetEpoch(uint64_t epoch) {
 void TcpConnection::SetStep(uint64_t step) {
   std::lock_guard<std::mutex> lock(mu_);
   step_ = step;
+}
+
+// ---------------------------------------------------------------- worker threads
+
+void TcpConnection::FailFromReader(const absl::Status& status) {
+  if (reader_threaded_) return FailFromWorker(status);
+  FailOnIoThread(status);
+}
+
+void TcpConnection::FailFromWorker(const absl::Status& status) {
+  // Two fresh copies, one for error_ and one for the report: a worker shares no
+  // absl::Status representation with other threads. (Its reference count lives in
+  // the uninstrumented libabsl_status, so ThreadSanitizer could not see that a
+  // shared one is still alive and would report its eventual delete as a race.)
+  absl::Status stored(status.code(), status.message());
+  absl::Status report(status.code(), status.message());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (error_.ok()) error_ = std::move(stored);
+    cv_.notify_all();
+    write_cv_.notify_all();
+    read_cv_.notify_all();
+  }
+  // The io thread reports it, stops and joins the workers and closes the socket. A
+  // weak pointer: a worker must never hold the last reference (the destructor joins).
+  std::weak_ptr<TcpConnection> weak = weak_from_this();
+  asio::post(executor_, [weak, report = std::move(report)] {
+    if (auto self = weak.lock()) self->FailOnIoThread(report);
+  });
+}
+
+void TcpConnection::SwitchToWorkers() {
+  // io thread; no read or write of Asio's is in flight on the socket.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    switch_pending_ = false;
+    if (closed_) return;
+  }
+  asio::error_code ec;
+  const int fd = socket_.release(ec);
+  if (ec) return FailOnIoThread(ErrorFromAsio(ec, "handing the socket to its threads"));
+  std::lock_guard<std::mutex> lock(mu_);
+  executor_ = socket_.get_executor();
+  fd_ = fd;
+  // Blocking from now on: one system call per wake-up, no poll.
+  const int flags = ::fcntl(fd_, F_GETFL, 0);
+  if (flags >= 0) (void)::fcntl(fd_, F_SETFL, flags & ~O_NONBLOCK);
+  reader_threaded_ = true;
+  writer_threaded_ = true;
+  reader_ = std::thread([this] { ReaderLoop(); });
+  writer_ = std::thread([this] { WriterLoop(); });
+}
+
+void TcpConnection::StopWorkers() {
+  std::lock_guard<std::mutex> join_lock(join_mu_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    workers_stopping_ = true;
+    write_cv_.notify_all();
+    read_cv_.notify_all();
+  }
+  // Wakes a worker blocked in recv/send (the descriptor stays open until joined).
+  if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
+  if (reader_.joinable()) reader_.join();
+  if (writer_.joinable()) writer_.join();
+}
+
+bool TcpConnection::ReadFully(uint8_t* dst, size_t n, bool payload, absl::Status* error) {
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t r = ::recv(fd_, dst + done, n - done, 0);
+    if (r > 0) {
+      if (payload) {
+        payload_crc_ = Crc32cExtend(payload_crc_, dst + done, static_cast<size_t>(r));
+        payload_received_ += static_cast<size_t>(r);
+        bytes_received_.fetch_add(static_cast<uint64_t>(r), std::memory_order_relaxed);
+      }
+      done += static_cast<size_t>(r);
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    const asio::error_code ec = r == 0
+                                    ? asio::error::make_error_code(asio::error::eof)
+                                    : asio::error_code(errno, asio::error::get_system_category());
+    *error = ErrorFromAsio(ec, payload ? "receiving a frame payload" : "waiting for a frame");
+    return false;
+  }
+  return true;
+}
+
+bool TcpConnection::WriteFully(std::vector<struct iovec> iov, absl::Status* error) {
+  size_t first = 0;
+  while (first < iov.size()) {
+    struct msghdr msg = {};
+    msg.msg_iov = iov.data() + first;
+    msg.msg_iovlen = std::min<size_t>(iov.size() - first, IOV_MAX);
+    const ssize_t w = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      *error =
+          ErrorFromAsio(asio::error_code(errno, asio::error::get_system_category()), "sending");
+      return false;
+    }
+    bytes_sent_.fetch_add(static_cast<uint64_t>(w), std::memory_order_relaxed);
+    size_t left = static_cast<size_t>(w);
+    while (first < iov.size() && left >= iov[first].iov_len) left -= iov[first++].iov_len;
+    if (left > 0) {
+      iov[first].iov_base = static_cast<uint8_t*>(iov[first].iov_base) + left;
+      iov[first].iov_len -= left;
+    }
+  }
+  return true;
+}
+
+void TcpConnection::ReaderLoop() {
+  // The same frame logic as the io thread's (OnHeader, FinishFrame), driven by a loop.
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      read_cv_.wait(lock, [&] { return !reading_paused_ || workers_stopping_ || !error_.ok(); });
+      if (workers_stopping_ || !error_.ok()) return;
+    }
+    absl::Status error;
+    if (!ReadFully(header_bytes_, kFrameHeaderBytes, false, &error)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (workers_stopping_) return;  // the shutdown that stopped us
+    }
+    if (!error.ok()) return FailFromWorker(error);
+    OnHeader({});
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!error_.ok()) return;
+    }
+    if (read_len_ == 0) continue;  // OnHeader finished the frame
+    if (!ReadFully(read_dst_, read_len_, true, &error)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (workers_stopping_) return;
+    }
+    if (!error.ok()) return FailFromWorker(error);
+    FinishFrame();
+  }
+}
+
+void TcpConnection::WriterLoop() {
+  std::vector<struct iovec> iov;
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    write_cv_.wait(
+        lock, [&] { return workers_stopping_ || !error_.ok() || (!out_.empty() && !writing_); });
+    if (workers_stopping_ || !error_.ok()) return;
+    writing_ = true;
+    iov.clear();
+    size_t frames = 0;
+    bool close = false;
+    // deque::push_back keeps references valid: the spans stay valid unlocked.
+    for (auto it = out_.begin(); it != out_.end() && frames < kMaxFramesPerWrite; ++it) {
+      ++frames;
+      iov.push_back({it->header.data(), it->header.size()});
+      if (!it->payload.empty()) {
+        iov.push_back({const_cast<uint8_t*>(it->payload.data()), it->payload.size()});
+      }
+      if (it->close_after) {
+        close = true;
+        break;
+      }
+    }
+    lock.unlock();
+    absl::Status error;
+    const bool ok = WriteFully(iov, &error);
+    lock.lock();
+    if (!ok) {
+      if (workers_stopping_) return;
+      lock.unlock();
+      return FailFromWorker(error);
+    }
+    for (size_t i = 0; i < frames; ++i) {
+      if (out_.front().is_data) --pending_data_;
+      out_.pop_front();
+    }
+    writing_ = false;
+    cv_.notify_all();
+    if (close) {
+      // Written: now close (on the io thread, which joins us).
+      lock.unlock();
+      std::weak_ptr<TcpConnection> weak = weak_from_this();
+      asio::post(executor_, [weak] {
+        if (auto self = weak.lock()) self->Close();
+      });
+      return;
+    }
+  }
 }
 
 }  // namespace rt::net

@@ -6,7 +6,9 @@
 //
 // Life cycle: created by TcpNode, StartReading() with a handshake handler (hello,
 // proof and fingerprint frames go to it), Establish() once authenticated; from then on
-// data frames go to the data queue and control frames to the control queue. Any
+// data frames go to the data queue and control frames to the control queue, and
+// (LinkOptions::worker_threads) a reader and a writer thread of the connection take
+// the socket over from the io thread at the next frame boundary. Any
 // violation (bad frame, wrong order, peer error frame, EOF) fails the connection: the
 // socket is closed and every waiter returns the error, which names the peer.
 #pragma once
@@ -20,6 +22,8 @@
 #endif
 #include <asio.hpp>
 
+#include <sys/uio.h>
+
 #include <array>
 #include <atomic>
 #include <condition_variable>
@@ -29,6 +33,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -44,6 +49,14 @@ struct LinkOptions {
   // Reading also pauses once this many payload bytes wait to be taken: on loopback a
   // short queue keeps received buffers in cache (measured: faster allreduce).
   size_t max_queued_bytes = size_t{16} << 20;
+  // Once established, the connection's frames are read and written by two threads
+  // of its own with blocking system calls instead of by the io thread: a blocked
+  // recv()/sendmsg() is woken by the kernel directly, without an epoll round trip
+  // and a hand-off between Asio threads. Measured on 2 local peers (124M-float
+  // allreduce): 9.8k -> 4.0k system calls and 0.216 -> 0.209 s CPU per allreduce
+  // and process, busbw 2.16 -> 2.26 GB/s. The handshake stays on Asio. Off: every
+  // frame goes through the io thread (kept for tests of that path).
+  bool worker_threads = true;
 };
 
 class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
@@ -130,6 +143,19 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   absl::Status ErrorFromAsio(const asio::error_code& ec, const char* during) const;
   void FailOnIoThread(const absl::Status& status);
   void MarkClosed();  // io thread, after closing the socket
+  // Reader logic runs on the io thread, or on the reader thread once it took over:
+  // errors found there go to FailOnIoThread directly or through a post.
+  void FailFromReader(const absl::Status& status);
+  void FailFromWorker(const absl::Status& status);  // any worker thread: posts
+  void CloseSocket();      // io thread: stops the workers, closes, marks closed
+  void SwitchToWorkers();  // io thread: releases the socket from Asio, starts the workers
+  // ---- worker threads (LinkOptions::worker_threads) ----
+  void ReaderLoop();
+  void WriterLoop();
+  // Blocking reads/writes on fd_; false on EOF or error, with *error set.
+  bool ReadFully(uint8_t* dst, size_t n, bool payload, absl::Status* error);
+  bool WriteFully(std::vector<struct iovec> iov, absl::Status* error);
+  void StopWorkers();  // not on a worker: wakes them (shutdown) and joins them
 
   asio::ip::tcp::socket socket_;
   const LinkOptions options_;
@@ -153,6 +179,7 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   uint32_t payload_crc_ = 0;
   FrameOrderChecker order_;
   std::vector<asio::const_buffer> write_buffers_;
+  bool reader_threaded_ = false;  // reader logic runs on reader_ (set before it starts)
 
   // shared state, guarded by mu_
   mutable std::mutex mu_;
@@ -194,6 +221,18 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   uint64_t direct_message_ = 0;         // io thread: number of the message read in place
   std::vector<uint8_t> copy_scratch_;   // RecvDataInto's fallback when a message was queued
   Posted* PostedFor(uint64_t message);  // mu_ held; null when not posted
+
+  // Worker threads. They hold no reference to the connection: its destructor (or
+  // CloseSocket on the io thread) stops and joins them, so it never runs on them.
+  int fd_ = -1;                       // the socket's descriptor, for the workers
+  asio::any_io_executor executor_;    // the io thread's, for the workers' posts
+  bool writer_threaded_ = false;      // mu_: frames go to writer_, not the io thread
+  bool switch_pending_ = false;       // mu_: the io thread hands over once not writing
+  bool workers_stopping_ = false;     // mu_: workers leave their loops
+  std::condition_variable write_cv_;  // writer: frames queued, or stopping
+  std::condition_variable read_cv_;   // reader: reading resumed, or stopping
+  std::thread reader_, writer_;
+  std::mutex join_mu_;  // serialises StopWorkers
 };
 
 }  // namespace rt::net

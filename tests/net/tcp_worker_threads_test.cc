@@ -1,0 +1,126 @@
+// The two data paths of an established link (LinkOptions::worker_threads): frames
+// read and written by the io thread through Asio, or by the connection's own reader
+// and writer threads with blocking calls. Both must carry the same messages, pause
+// reading on a full queue, and shut down without hanging when their threads are
+// blocked in the kernel.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "core/clock.h"
+#include "net/tcp_ring.h"
+#include "net_test_util.h"
+
+using namespace rt::net::testing;
+
+namespace {
+
+std::vector<rt::net::TcpRingOptions> TwoPeers(bool worker_threads, size_t max_queued = 64) {
+  auto hosts = LoopbackHosts(2);
+  std::vector<rt::net::TcpRingOptions> options = {RingOptions(hosts, 0), RingOptions(hosts, 1)};
+  for (auto& o : options) {
+    o.node.link.worker_threads = worker_threads;
+    o.node.link.max_queued_messages = max_queued;
+  }
+  return options;
+}
+
+// Message m of peer p: its length (0 included) and bytes are a function of (p, m).
+std::vector<uint8_t> Message(int p, int m) {
+  const size_t length = m % 7 == 0 ? 0 : (static_cast<size_t>(m) * 7919u) % (300 << 10);
+  std::vector<uint8_t> bytes(length);
+  for (size_t i = 0; i < length; ++i) bytes[i] = static_cast<uint8_t>(i * 31 + m * 7 + p);
+  return bytes;
+}
+
+}  // namespace
+
+TEST_CASE("tcp link threads: the Asio and the worker-thread path carry the same messages") {
+  for (bool workers : {false, true}) {
+    CAPTURE(workers);
+    auto rings = FormRings(TwoPeers(workers));
+    REQUIRE(rings[0].ok());
+    REQUIRE(rings[1].ok());
+    constexpr int kMessages = 200;
+    std::vector<std::vector<uint8_t>> sent[2];
+    for (int p = 0; p < 2; ++p)
+      for (int m = 0; m < kMessages; ++m) sent[p].push_back(Message(p, m));
+    std::vector<std::string> errors(2);
+    std::vector<int> received(2, 0);
+    std::vector<std::thread> threads;
+    for (int p = 0; p < 2; ++p) {
+      threads.emplace_back([&, p] {
+        auto& ring = **rings[p];
+        std::vector<uint8_t> in;
+        for (int m = 0; m < kMessages; ++m) {
+          absl::Status st = ring.SendToNext(sent[p][m]);
+          if (st.ok()) st = ring.RecvFromPrev(&in, absl::Seconds(30));
+          if (!st.ok()) return void(errors[p] = st.ToString());
+          if (in != sent[1 - p][m]) return void(errors[p] = "message " + std::to_string(m));
+          ++received[p];
+        }
+        absl::Status st = ring.WaitSendsDone(absl::Seconds(30));
+        if (!st.ok()) errors[p] = st.ToString();
+      });
+    }
+    for (auto& t : threads) t.join();
+    CHECK(errors[0] == "");
+    CHECK(errors[1] == "");
+    CHECK(received[0] == kMessages);
+    CHECK(received[1] == kMessages);
+  }
+}
+
+TEST_CASE("tcp link threads: reading pauses on a full queue and resumes in order") {
+  // Two queued messages at most: the reader stops while the receiver sleeps, and
+  // every message still arrives, in order, once it takes them.
+  auto rings = FormRings(TwoPeers(/*worker_threads=*/true, /*max_queued=*/2));
+  REQUIRE(rings[0].ok());
+  REQUIRE(rings[1].ok());
+  constexpr int kMessages = 100;
+  std::vector<std::vector<uint8_t>> sent;  // valid until the sends are done
+  for (int m = 0; m < kMessages; ++m) sent.push_back(Message(0, m + 1));
+  for (int m = 0; m < kMessages; ++m) REQUIRE((*rings[0])->SendToNext(sent[m]).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::vector<uint8_t> in;
+  for (int m = 0; m < kMessages; ++m) {
+    absl::Status st = (*rings[1])->RecvFromPrev(&in, absl::Seconds(30));
+    INFO(st.ToString());
+    REQUIRE(st.ok());
+    REQUIRE(in == sent[m]);
+  }
+  CHECK((*rings[0])->WaitSendsDone(absl::Seconds(30)).ok());
+}
+
+TEST_CASE("tcp link threads: a peer that stops reading, then dies, ends blocked sends at once") {
+  // Peer 1 never reads: peer 0's writer blocks in send() once the socket buffers are
+  // full and peer 1's reader pauses. Destroying peer 1 must not hang on its blocked
+  // threads, and peer 0's wait must end with the link's error, not its timeout.
+#ifdef RINGTRAIN_SANITIZED
+  const size_t kBytes = size_t{16} << 20;
+#else
+  const size_t kBytes = size_t{64} << 20;
+#endif
+  auto rings = FormRings(TwoPeers(/*worker_threads=*/true, /*max_queued=*/2));
+  REQUIRE(rings[0].ok());
+  REQUIRE(rings[1].ok());
+  std::vector<uint8_t> big(kBytes / 16, 0x5a);
+  for (int m = 0; m < 16; ++m) REQUIRE((*rings[0])->SendToNext(big).ok());
+  absl::Status st = (*rings[0])->WaitSendsDone(absl::Milliseconds(300));
+  CHECK(absl::IsDeadlineExceeded(st));  // blocked: the peer reads nothing
+
+  rt::Stopwatch watch;
+  rings[1] = absl::UnknownError("destroyed");  // closes its links, joins its threads
+  CHECK(watch.ElapsedSeconds() < 5.0);
+  watch.Restart();
+  st = (*rings[0])->WaitSendsDone(absl::Seconds(30));
+  CHECK_FALSE(st.ok());
+  CHECK_FALSE(absl::IsDeadlineExceeded(st));
+  CHECK(watch.ElapsedSeconds() < 5.0);
+  watch.Restart();
+  rings[0] = absl::UnknownError("destroyed");
+  CHECK(watch.ElapsedSeconds() < 5.0);
+}
