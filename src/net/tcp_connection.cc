@@ -3,7 +3,6 @@
 #include "net/tcp_connection.h"
 
 #include <fcntl.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
