@@ -92,15 +92,17 @@ absl::Status RingAllreduce::Exchange() {
   // PostFinalChunks).
 
   // Allgather, step k: the final sum of segment rank-k arrives; we keep it and pass
-  // it on, except at the last step: our successor computed that segment itself.
-  for (int k = 0; k < size_ - 1; ++k) {
+  // it on, except at the last step: our successor computed that segment itself, so
+  // its chunks are received all at once (one wake-up, not one per chunk).
+  for (int k = 0; k < size_ - 2; ++k) {
     const int segment = Mod(rank_ - k);
     for (size_t c = 0; c < chunks; ++c) {
       Range ch = Chunk(segment, c);
       RETURN_IF_ERROR(RecvFinalChunk(ch));
-      if (k < size_ - 2) RETURN_IF_ERROR(SendChunk(ch));
+      RETURN_IF_ERROR(SendChunk(ch));
     }
   }
+  RETURN_IF_ERROR(RecvLastFinalChunks(Mod(rank_ - (size_ - 2))));
   RETURN_IF_ERROR(ring_->WaitSendsDone(options_.timeout));
   Finalize();
   return absl::OkStatus();
@@ -214,6 +216,18 @@ uint32_t RingAllreduce::ReduceChunk(Range r) {
 absl::Status RingAllreduce::RecvFinalChunk(Range r) {
   if (r.size() == 0) return absl::OkStatus();
   absl::Status st = ring_->RecvFromPrevInto(WireBytes(r), &inbox_, options_.timeout);
+  if (st.ok() || st.code() != absl::StatusCode::kDataLoss) return st;
+  return absl::Status(st.code(), absl::StrFormat("allreduce: peer %d, final chunk from peer %d: %s",
+                                                 rank_, Mod(rank_ - 1), st.message()));
+}
+
+absl::Status RingAllreduce::RecvLastFinalChunks(int segment) {
+  std::vector<absl::Span<uint8_t>> dsts;
+  for (size_t c = 0; c < chunks_per_segment_; ++c) {
+    Range r = Chunk(segment, c);
+    if (r.size() > 0) dsts.push_back(WireBytes(r));
+  }
+  absl::Status st = ring_->RecvFromPrevIntoAll(dsts, &inbox_, options_.timeout);
   if (st.ok() || st.code() != absl::StatusCode::kDataLoss) return st;
   return absl::Status(st.code(), absl::StrFormat("allreduce: peer %d, final chunk from peer %d: %s",
                                                  rank_, Mod(rank_ - 1), st.message()));

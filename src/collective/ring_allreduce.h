@@ -72,8 +72,9 @@ class RingAllreduce {
   absl::Span<uint8_t> WireBytes(Range r);  // r as it travels: in data_ (fp32) or staging_
   // crc32c: of the chunk's wire bytes when already known.
   absl::Status SendChunk(Range r, std::optional<uint32_t> crc32c = std::nullopt);
-  absl::Status RecvChunk(Range r);       // into inbox_, checking its size
-  void EncodeOwnChunk(Range r);          // step 0: our contribution as it goes on the wire
+  absl::Status RecvChunk(Range r);                // into inbox_, checking its size
+  absl::Status RecvLastFinalChunks(int segment);  // the last allgather step, in place
+  void EncodeOwnChunk(Range r);                   // step 0: our contribution as it goes on the wire
   uint32_t ReduceChunk(Range r);         // partial sum in inbox_ + ours; returns its wire crc32c
   absl::Status RecvFinalChunk(Range r);  // a final sum, received straight into place
   void Finalize();                       // bf16: final sums into data_

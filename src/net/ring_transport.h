@@ -65,6 +65,19 @@ class RingTransport {
     return absl::OkStatus();
   }
 
+  // The next dsts.size() messages, each into its destination: the same as one
+  // RecvFromPrevInto per destination, in order (timeout: for each). A transport that
+  // reads announced messages in place may wait for all of them at once, waking the
+  // caller once instead of once per message.
+  virtual absl::Status RecvFromPrevIntoAll(absl::Span<const absl::Span<uint8_t>> dsts,
+                                           std::vector<uint8_t>* scratch, absl::Duration timeout) {
+    for (absl::Span<uint8_t> dst : dsts) {
+      absl::Status st = RecvFromPrevInto(dst, scratch, timeout);
+      if (!st.ok()) return st;
+    }
+    return absl::OkStatus();
+  }
+
   // Optional: announces where later messages from the predecessor go, so a transport
   // can read each one straight into place whenever it arrives, even while earlier
   // messages still wait to be received. dsts[i] is for the message `skip + i`

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_format.h"
 #include "core/crc32c.h"
+#include "core/status_macros.h"
 
 namespace rt::net {
 namespace {
@@ -191,6 +192,7 @@ void TcpConnection::FinishFrame() {
         if (posted != nullptr) posted->state = Posted::State::kDone;  // verified, in place
         in_place_.fetch_add(1, std::memory_order_relaxed);
         cv_.notify_all();
+        if (direct_message_ >= batch_target_) batch_cv_.notify_all();
         break;
       }
       [[fallthrough]];
@@ -200,6 +202,9 @@ void TcpConnection::FinishFrame() {
       queued_bytes_ += payload_.size();
       queue.push_back(std::move(payload_));
       cv_.notify_all();
+      if (header_.type == FrameType::kData && data_started_ - 1 >= batch_target_) {
+        batch_cv_.notify_all();
+      }
       if (QueuesFull()) {
         reading_paused_ = true;  // resumed by TakeFront once the user takes a message
         return;
@@ -313,6 +318,7 @@ void TcpConnection::CancelRecvsInto() {
     absl::Status status = error_;
     asio::post(socket_.get_executor(), [self, status] { self->FailOnIoThread(status); });
     cv_.notify_all();
+    batch_cv_.notify_all();
   }
   if (reading) cv_.wait(lock, [&] { return closed_; });  // io thread stopped writing
   // Messages marked kQueued stay in data_in_ as ordinary queued messages.
@@ -385,6 +391,35 @@ absl::Status TcpConnection::RecvDataInto(absl::Span<uint8_t> dst, absl::Duration
                         peer_name(), copy_scratch_.size()));
   }
   if (!dst.empty()) std::memcpy(dst.data(), copy_scratch_.data(), dst.size());
+  return absl::OkStatus();
+}
+
+absl::Status TcpConnection::RecvDataIntoAll(absl::Span<const absl::Span<uint8_t>> dsts,
+                                            absl::Duration timeout) {
+  if (dsts.empty()) return absl::OkStatus();
+  {
+    // Sleep until the last message is in place: the reader wakes this wait for that
+    // message or an error only, not for each message before it. Bounded naps, so a
+    // wake-up this path does not know of costs at most one of them.
+    std::unique_lock<std::mutex> lock(mu_);
+    const uint64_t last = data_taken_ + dsts.size() - 1;
+    const auto deadline = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(timeout);
+    auto last_ready = [&] {
+      const Posted* p = PostedFor(last);
+      const bool pending = p != nullptr && (p->state == Posted::State::kWaiting ||
+                                            p->state == Posted::State::kReading);
+      // A paused reader waits for queued messages to be taken: the loop below does.
+      return !pending || !error_.ok() || closed_ || reading_paused_;
+    };
+    batch_target_ = last;
+    while (!last_ready() && std::chrono::steady_clock::now() < deadline) {
+      batch_cv_.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() +
+                                                        std::chrono::milliseconds(50)));
+    }
+    batch_target_ = UINT64_MAX;
+  }
+  // Each message as RecvDataInto takes it: done ones at once, others as usual.
+  for (absl::Span<uint8_t> dst : dsts) RETURN_IF_ERROR(RecvDataInto(dst, timeout));
   return absl::OkStatus();
 }
 
@@ -563,6 +598,7 @@ void TcpConnection::FailOnIoThread(const absl::Status& status) {
       handler = std::move(on_error_);
     }
     cv_.notify_all();
+    batch_cv_.notify_all();
   }
   CloseSocket();
   if (handler) handler(status);
@@ -573,6 +609,7 @@ void TcpConnection::Fail(const absl::Status& status) {
     std::lock_guard<std::mutex> lock(mu_);
     if (error_.ok()) error_ = status;
     cv_.notify_all();
+    batch_cv_.notify_all();
   }
   auto self = shared_from_this();
   asio::post(socket_.get_executor(), [self, status] { self->FailOnIoThread(status); });
@@ -585,6 +622,7 @@ void TcpConnection::Close() {
     error_reported_ = true;  // a deliberate close is not an error to report
     on_error_ = nullptr;
     cv_.notify_all();
+    batch_cv_.notify_all();
   }
   auto self = shared_from_this();
   asio::post(socket_.get_executor(), [self] { self->CloseSocket(); });
@@ -607,6 +645,7 @@ void TcpConnection::MarkClosed() {
   std::lock_guard<std::mutex> lock(mu_);
   closed_ = true;
   cv_.notify_all();
+  batch_cv_.notify_all();
 }
 
 void TcpConnection::SetEpoch(uint64_t epoch) {
@@ -638,6 +677,7 @@ void TcpConnection::FailFromWorker(const absl::Status& status) {
     std::lock_guard<std::mutex> lock(mu_);
     if (error_.ok()) error_ = std::move(stored);
     cv_.notify_all();
+    batch_cv_.notify_all();
     write_cv_.notify_all();
     read_cv_.notify_all();
   }

@@ -103,6 +103,10 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   // during this call. A timeout while the payload is half-read fails the connection
   // (the io thread must stop writing into `dst` before this returns).
   absl::Status RecvDataInto(absl::Span<uint8_t> dst, absl::Duration timeout);
+  // RecvDataInto for each of dsts in order (timeout: for each). When the last one
+  // was announced, first waits until it is in place, woken only by its arrival (or
+  // an error), not by every message before it.
+  absl::Status RecvDataIntoAll(absl::Span<const absl::Span<uint8_t>> dsts, absl::Duration timeout);
   // RingTransport::PostRecvsInto / CancelRecvsInto for the data messages of this
   // connection: data message `skip` after the next one not yet taken goes to
   // dsts[0], and so on.
@@ -230,7 +234,10 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   bool switch_pending_ = false;       // mu_: the io thread hands over once not writing
   bool workers_stopping_ = false;     // mu_: workers leave their loops
   std::condition_variable write_cv_;  // writer: frames queued, or stopping
-  std::condition_variable read_cv_;   // reader: reading resumed, or stopping
+  // RecvDataIntoAll: data message batch_target_ (mu_) is done, or the link failed.
+  std::condition_variable batch_cv_;
+  uint64_t batch_target_ = UINT64_MAX;
+  std::condition_variable read_cv_;  // reader: reading resumed, or stopping
   std::thread reader_, writer_;
   std::mutex join_mu_;  // serialises StopWorkers
 };

@@ -108,6 +108,12 @@ absl::Status TcpRing::RecvFromPrevInto(absl::Span<uint8_t> dst, std::vector<uint
   return prev_->connection().RecvDataInto(dst, timeout);
 }
 
+absl::Status TcpRing::RecvFromPrevIntoAll(absl::Span<const absl::Span<uint8_t>> dsts,
+                                          std::vector<uint8_t>* scratch, absl::Duration timeout) {
+  if (!prev_) return RingTransport::RecvFromPrevIntoAll(dsts, scratch, timeout);
+  return prev_->connection().RecvDataIntoAll(dsts, timeout);
+}
+
 absl::Status TcpRing::PostRecvsInto(size_t skip, absl::Span<const absl::Span<uint8_t>> dsts) {
   if (!prev_) return absl::FailedPreconditionError("a ring of one peer has no predecessor");
   return prev_->connection().PostRecvsInto(skip, dsts);

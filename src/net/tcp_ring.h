@@ -57,6 +57,8 @@ class TcpRing : public RingTransport {
   absl::Status RecvFromPrevInto(absl::Span<uint8_t> dst, std::vector<uint8_t>* scratch,
                                 absl::Duration timeout) override;
   // Announced messages are read in place by the io thread as soon as they arrive.
+  absl::Status RecvFromPrevIntoAll(absl::Span<const absl::Span<uint8_t>> dsts,
+                                   std::vector<uint8_t>* scratch, absl::Duration timeout) override;
   absl::Status PostRecvsInto(size_t skip, absl::Span<const absl::Span<uint8_t>> dsts) override;
   void CancelRecvsInto() override;
 

@@ -261,3 +261,65 @@ TEST_CASE("tcp ring: withdrawn destinations are never written; one already fille
 }
 
 }  // namespace
+
+TEST_CASE("tcp ring: RecvFromPrevIntoAll takes announced messages in place, in order") {
+  auto rings = TwoRings();
+  TcpRing& sender = *rings[0];
+  TcpRing& receiver = *rings[1];
+  // One unannounced message first (queued), then 12 announced ones of several sizes,
+  // some sent before and some after the receiver starts waiting.
+  const std::vector<size_t> sizes = {kBig / 4, 1,    0, 65537,  kBig,    48, kBig / 3 + 5,
+                                     7,        kBig, 3, 100000, 1 << 16, 5};
+  std::vector<std::vector<uint8_t>> out;
+  for (size_t i = 0; i < sizes.size(); ++i) out.push_back(Pattern(sizes[i], static_cast<int>(i)));
+  std::vector<std::vector<uint8_t>> in;
+  std::vector<absl::Span<uint8_t>> dsts;
+  for (size_t i = 1; i < sizes.size(); ++i) in.emplace_back(sizes[i], 0xee);
+  for (auto& b : in) dsts.push_back(absl::MakeSpan(b));
+  REQUIRE(receiver.PostRecvsInto(/*skip=*/1, dsts).ok());
+  for (size_t i = 0; i < 6; ++i) REQUIRE(sender.SendToNext(out[i]).ok());
+  std::thread late([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    for (size_t i = 6; i < out.size(); ++i) CHECK(sender.SendToNext(out[i]).ok());
+    CHECK(sender.WaitSendsDone(absl::Seconds(30)).ok());
+  });
+  std::vector<uint8_t> first;
+  REQUIRE(receiver.RecvFromPrev(&first, absl::Seconds(30)).ok());
+  CHECK(first == out[0]);
+  std::vector<uint8_t> scratch;
+  absl::Status st = receiver.RecvFromPrevIntoAll(dsts, &scratch, absl::Seconds(30));
+  late.join();
+  INFO(st.ToString());
+  REQUIRE(st.ok());
+  for (size_t i = 1; i < out.size(); ++i) CHECK(in[i - 1] == out[i]);
+}
+
+TEST_CASE("tcp ring: RecvFromPrevIntoAll times out, and names a message of another size") {
+  auto rings = TwoRings();
+  TcpRing& sender = *rings[0];
+  TcpRing& receiver = *rings[1];
+  std::vector<uint8_t> a(1000), b(2000);
+  std::vector<absl::Span<uint8_t>> dsts = {absl::MakeSpan(a), absl::MakeSpan(b)};
+  std::vector<uint8_t> scratch;
+  SUBCASE("the second message never comes") {
+    REQUIRE(receiver.PostRecvsInto(0, dsts).ok());
+    auto one = Pattern(1000, 1);
+    REQUIRE(sender.SendToNext(one).ok());
+    rt::Stopwatch watch;
+    absl::Status st = receiver.RecvFromPrevIntoAll(dsts, &scratch, absl::Milliseconds(300));
+    CHECK(absl::IsDeadlineExceeded(st));
+    CHECK(watch.ElapsedSeconds() < 5);
+    CHECK(a == one);
+    receiver.CancelRecvsInto();  // b is no longer a destination
+  }
+  SUBCASE("the second message has another size") {
+    auto one = Pattern(1000, 1), three = Pattern(3000, 3);
+    REQUIRE(sender.SendToNext(one).ok());
+    REQUIRE(sender.SendToNext(three).ok());
+    absl::Status st = receiver.RecvFromPrevIntoAll(dsts, &scratch, absl::Seconds(10));
+    INFO(st.ToString());
+    CHECK(st.code() == absl::StatusCode::kDataLoss);
+    CHECK(StatusText(st).find("3000") != std::string::npos);
+    CHECK(a == one);
+  }
+}
