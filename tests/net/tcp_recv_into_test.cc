@@ -305,6 +305,7 @@ TEST_CASE("tcp ring: RecvFromPrevIntoAll times out, and names a message of anoth
     REQUIRE(receiver.PostRecvsInto(0, dsts).ok());
     auto one = Pattern(1000, 1);
     REQUIRE(sender.SendToNext(one).ok());
+    REQUIRE(sender.WaitSendsDone(absl::Seconds(10)).ok());  // `one` may go away after
     rt::Stopwatch watch;
     absl::Status st = receiver.RecvFromPrevIntoAll(dsts, &scratch, absl::Milliseconds(300));
     CHECK(absl::IsDeadlineExceeded(st));
@@ -316,6 +317,7 @@ TEST_CASE("tcp ring: RecvFromPrevIntoAll times out, and names a message of anoth
     auto one = Pattern(1000, 1), three = Pattern(3000, 3);
     REQUIRE(sender.SendToNext(one).ok());
     REQUIRE(sender.SendToNext(three).ok());
+    REQUIRE(sender.WaitSendsDone(absl::Seconds(10)).ok());
     absl::Status st = receiver.RecvFromPrevIntoAll(dsts, &scratch, absl::Seconds(10));
     INFO(st.ToString());
     CHECK(st.code() == absl::StatusCode::kDataLoss);
