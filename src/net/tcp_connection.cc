@@ -27,6 +27,14 @@ constexpr size_t kSpareVectors = 32;
 // Asio's default 64 KiB, so large messages stream with few wake-ups.
 size_t LargeTransfer(const asio::error_code& ec, size_t) { return ec ? 0 : (size_t{64} << 20); }
 
+// A Status with a representation of its own. error_ shares none with a status from
+// elsewhere, in or out: absl::Status counts references inside the uninstrumented
+// libabsl_status, so ThreadSanitizer cannot see that a shared representation is still
+// alive and reports its eventual delete, on another thread, as a race.
+absl::Status OwnCopy(const absl::Status& status) {
+  return absl::Status(status.code(), status.message());
+}
+
 template <typename Pred>
 bool WaitFor(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
              absl::Duration timeout, Pred pred) {
@@ -49,6 +57,9 @@ TcpConnection::TcpConnection(asio::ip::tcp::socket socket, std::string peer_name
 
 TcpConnection::~TcpConnection() {
   StopWorkers();
+  // Every copy of error_ was made under mu_: taking it once orders those copies
+  // before error_'s representation is freed here (see OwnCopy).
+  { std::lock_guard<std::mutex> lock(mu_); }
   if (fd_ >= 0) ::close(fd_);  // released from Asio: ours to close
 }
 
@@ -59,7 +70,7 @@ std::string TcpConnection::peer_name() const {
 
 absl::Status TcpConnection::status() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return error_;
+  return OwnCopy(error_);
 }
 
 void TcpConnection::StartReading(FrameHandler handshake_handler, ErrorHandler on_error) {
@@ -236,7 +247,7 @@ absl::Status TcpConnection::WaitQueue(std::deque<std::vector<uint8_t>>* queue,
     TakeFront(queue, message);
     return absl::OkStatus();
   }
-  if (!error_.ok()) return error_;
+  if (!error_.ok()) return OwnCopy(error_);
   (void)ready;
   return TimedOut(what, timeout);
 }
@@ -282,7 +293,7 @@ TcpConnection::Posted* TcpConnection::PostedFor(uint64_t message) {
 
 absl::Status TcpConnection::PostRecvsInto(size_t skip, absl::Span<const absl::Span<uint8_t>> dsts) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!error_.ok()) return error_;
+  if (!error_.ok()) return OwnCopy(error_);
   const uint64_t first = data_taken_ + skip;
   if (!posted_.empty() && posted_base_ + posted_.size() != first) {
     return absl::FailedPreconditionError(absl::StrFormat(
@@ -315,7 +326,7 @@ void TcpConnection::CancelRecvsInto() {
           "receiving from %s was abandoned with messages already read into place", peer_name_));
     }
     auto self = shared_from_this();
-    absl::Status status = error_;
+    absl::Status status = OwnCopy(error_);
     asio::post(socket_.get_executor(), [self, status] { self->FailOnIoThread(status); });
     cv_.notify_all();
     batch_cv_.notify_all();
@@ -357,7 +368,7 @@ absl::Status TcpConnection::RecvDataInto(absl::Span<uint8_t> dst, absl::Duration
           absl::StrFormat("data message from %s stalled mid-frame for %s", peer_name_,
                           absl::FormatDuration(timeout)));
       auto self = shared_from_this();
-      absl::Status status = error_;
+      absl::Status status = OwnCopy(error_);
       asio::post(socket_.get_executor(), [self, status] { self->FailOnIoThread(status); });
     }
     cv_.wait(lock, [&] { return posted->state == Posted::State::kDone || closed_; });
@@ -375,7 +386,7 @@ absl::Status TcpConnection::RecvDataInto(absl::Span<uint8_t> dst, absl::Duration
       posted_.pop_front();  // withdrawn: dst is not written after this call
       ++posted_base_;
     }
-    return error_.ok() ? TimedOut("data", timeout) : error_;
+    return error_.ok() ? TimedOut("data", timeout) : OwnCopy(error_);
   }
   if (posted != nullptr) {
     posted_.pop_front();
@@ -436,7 +447,7 @@ absl::Status TcpConnection::RecvData(std::vector<uint8_t>* message, absl::Durati
     ++data_taken_;
     return absl::OkStatus();
   }
-  return error_.ok() ? TimedOut("data", timeout) : error_;
+  return error_.ok() ? TimedOut("data", timeout) : OwnCopy(error_);
 }
 
 absl::Status TcpConnection::RecvControl(std::vector<uint8_t>* message, absl::Duration timeout) {
@@ -448,7 +459,7 @@ absl::Status TcpConnection::RecvControl(std::vector<uint8_t>* message, absl::Dur
 absl::Status TcpConnection::Enqueue(FrameHeader header, absl::Span<const uint8_t> payload,
                                     std::vector<uint8_t> owned, bool close_after) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (!error_.ok()) return error_;
+  if (!error_.ok()) return OwnCopy(error_);
   header.sequence = next_sequence_++;
   header.epoch = epoch_;
   header.step = step_;
@@ -513,7 +524,7 @@ absl::Status TcpConnection::WaitSendsDone(absl::Duration timeout) {
   // still reading the caller's bytes.
   bool done = WaitFor(cv_, lock, timeout, [&] { return pending_data_ == 0 || closed_; });
   if (pending_data_ == 0) return absl::OkStatus();  // all handed over, even if it failed since
-  if (!error_.ok()) return error_;
+  if (!error_.ok()) return OwnCopy(error_);
   if (!done) {
     return absl::DeadlineExceededError(absl::StrFormat("%d message(s) to %s not sent within %s",
                                                        pending_data_, peer_name_,
@@ -592,7 +603,7 @@ void TcpConnection::FailOnIoThread(const absl::Status& status) {
   ErrorHandler handler;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (error_.ok()) error_ = status;
+    if (error_.ok()) error_ = OwnCopy(status);
     if (!error_reported_) {
       error_reported_ = true;
       handler = std::move(on_error_);
@@ -607,12 +618,13 @@ void TcpConnection::FailOnIoThread(const absl::Status& status) {
 void TcpConnection::Fail(const absl::Status& status) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (error_.ok()) error_ = status;
+    if (error_.ok()) error_ = OwnCopy(status);
     cv_.notify_all();
     batch_cv_.notify_all();
   }
   auto self = shared_from_this();
-  asio::post(socket_.get_executor(), [self, status] { self->FailOnIoThread(status); });
+  asio::post(socket_.get_executor(),
+             [self, report = OwnCopy(status)] { self->FailOnIoThread(report); });
 }
 
 void TcpConnection::Close() {
@@ -668,11 +680,9 @@ void TcpConnection::FailFromReader(const absl::Status& status) {
 
 void TcpConnection::FailFromWorker(const absl::Status& status) {
   // Two fresh copies, one for error_ and one for the report: a worker shares no
-  // absl::Status representation with other threads. (Its reference count lives in
-  // the uninstrumented libabsl_status, so ThreadSanitizer could not see that a
-  // shared one is still alive and would report its eventual delete as a race.)
-  absl::Status stored(status.code(), status.message());
-  absl::Status report(status.code(), status.message());
+  // absl::Status representation with other threads (see OwnCopy).
+  absl::Status stored = OwnCopy(status);
+  absl::Status report = OwnCopy(status);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (error_.ok()) error_ = std::move(stored);
