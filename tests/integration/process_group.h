@@ -1,7 +1,8 @@
 // Test helper: starts several commands at once (each with stdout/stderr in files),
-// waits for all of them with one deadline, and kills what is left (SIGKILL to the
-// process group of each child) on timeout or destruction, so tests never leave
-// processes behind. Also small helpers to pick fields out of a JSON line.
+// waits for all of them with one deadline, and stops what is left on timeout
+// (SIGTERM to each child's process group, so tools can clean up, then SIGKILL) or
+// kills it on destruction, so tests never leave processes behind. Also small helpers to pick fields
+// out of a JSON line.
 #pragma once
 
 #include <fcntl.h>
@@ -81,7 +82,7 @@ class ProcessGroup {
         for (Proc& p : procs_) {
           if (p.pid > 0 && !p.done) p.timed_out = true;
         }
-        KillAll();
+        TerminateAll(/*grace_s=*/10);
         break;
       }
       if (left > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -102,6 +103,37 @@ class ProcessGroup {
       kill(-p.pid, SIGKILL);
       kill(p.pid, SIGKILL);
     }
+  }
+
+  // SIGTERM to every live process group, so tools clean up behind them (comm-bench
+  // and netns-cluster tear their namespaces down in their traps); SIGKILL for what
+  // is left after `grace_s` seconds.
+  void TerminateAll(int grace_s) {
+    std::vector<pid_t> groups;
+    for (Proc& p : procs_) {
+      if (p.pid > 0 && !p.done) {
+        groups.push_back(p.pid);
+        kill(-p.pid, SIGTERM);
+        kill(p.pid, SIGTERM);
+      }
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(grace_s);
+    for (;;) {
+      size_t left = 0;
+      for (Proc& p : procs_) {
+        if (p.pid <= 0 || p.done) continue;
+        int status = 0;
+        if (waitpid(p.pid, &status, WNOHANG) == p.pid) {
+          p.done = true;  // exit_code stays -1: it was stopped
+        } else {
+          ++left;
+        }
+      }
+      if (left == 0 || std::chrono::steady_clock::now() > deadline) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    for (pid_t group : groups) kill(-group, SIGKILL);  // children left by a stopped leader
+    KillAll();                                         // leaders still running
   }
 
   void KillAll() {
