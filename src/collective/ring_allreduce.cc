@@ -215,7 +215,10 @@ uint32_t RingAllreduce::ReduceChunk(Range r) {
 
 absl::Status RingAllreduce::RecvFinalChunk(Range r) {
   if (r.size() == 0) return absl::OkStatus();
-  absl::Status st = ring_->RecvFromPrevInto(WireBytes(r), &inbox_, options_.timeout);
+  return NameFinalChunkLoss(ring_->RecvFromPrevInto(WireBytes(r), &inbox_, options_.timeout));
+}
+
+absl::Status RingAllreduce::NameFinalChunkLoss(absl::Status st) const {
   if (st.ok() || st.code() != absl::StatusCode::kDataLoss) return st;
   return absl::Status(st.code(), absl::StrFormat("allreduce: peer %d, final chunk from peer %d: %s",
                                                  rank_, Mod(rank_ - 1), st.message()));
@@ -227,10 +230,7 @@ absl::Status RingAllreduce::RecvLastFinalChunks(int segment) {
     Range r = Chunk(segment, c);
     if (r.size() > 0) dsts.push_back(WireBytes(r));
   }
-  absl::Status st = ring_->RecvFromPrevIntoAll(dsts, &inbox_, options_.timeout);
-  if (st.ok() || st.code() != absl::StatusCode::kDataLoss) return st;
-  return absl::Status(st.code(), absl::StrFormat("allreduce: peer %d, final chunk from peer %d: %s",
-                                                 rank_, Mod(rank_ - 1), st.message()));
+  return NameFinalChunkLoss(ring_->RecvFromPrevIntoAll(dsts, &inbox_, options_.timeout));
 }
 
 void RingAllreduce::Finalize() {

@@ -77,7 +77,8 @@ class RingAllreduce {
   void EncodeOwnChunk(Range r);                   // step 0: our contribution as it goes on the wire
   uint32_t ReduceChunk(Range r);         // partial sum in inbox_ + ours; returns its wire crc32c
   absl::Status RecvFinalChunk(Range r);  // a final sum, received straight into place
-  void Finalize();                       // bf16: final sums into data_
+  absl::Status NameFinalChunkLoss(absl::Status st) const;  // DataLoss: says who and what
+  void Finalize();                                         // bf16: final sums into data_
 
   net::RingTransport* ring_;
   absl::Span<float> data_;

@@ -162,12 +162,16 @@ void TcpConnection::ReadPayload() {
   socket_.async_read_some(
       asio::buffer(dst, want), [self, dst](const asio::error_code& ec, size_t n) {
         if (ec) return self->FailOnIoThread(self->ErrorFromAsio(ec, "receiving a frame payload"));
-        self->payload_crc_ = Crc32cExtend(self->payload_crc_, dst, n);
-        self->payload_received_ += n;
-        self->bytes_received_.fetch_add(n, std::memory_order_relaxed);
+        self->TakePayloadBytes(dst, n);
         if (self->payload_received_ < self->read_len_) return self->ReadPayload();
         self->FinishFrame();
       });
+}
+
+void TcpConnection::TakePayloadBytes(const uint8_t* bytes, size_t n) {
+  payload_crc_ = Crc32cExtend(payload_crc_, bytes, n);
+  payload_received_ += n;
+  bytes_received_.fetch_add(n, std::memory_order_relaxed);
 }
 
 void TcpConnection::FinishFrame() {
@@ -533,23 +537,40 @@ absl::Status TcpConnection::WaitSendsDone(absl::Duration timeout) {
   return absl::OkStatus();
 }
 
+template <typename AddBuffer>
+size_t TcpConnection::NextBatch(AddBuffer add) {
+  // deque::push_back keeps references to existing elements valid, so the buffers
+  // stay valid while users queue more frames.
+  size_t frames = 0;
+  for (auto it = out_.begin(); it != out_.end() && frames < kMaxFramesPerWrite; ++it) {
+    ++frames;
+    add(it->header.data(), it->header.size());
+    if (!it->payload.empty()) add(it->payload.data(), it->payload.size());
+    if (it->close_after) break;
+  }
+  return frames;
+}
+
+bool TcpConnection::PopWritten(size_t frames) {
+  bool close = false;
+  for (size_t i = 0; i < frames; ++i) {
+    if (out_.front().is_data) --pending_data_;
+    close = close || out_.front().close_after;
+    out_.pop_front();
+  }
+  cv_.notify_all();
+  return close;
+}
+
 void TcpConnection::WriteSome() {
   size_t frames = 0;
   write_buffers_.clear();
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!error_.ok()) return;
-    // deque::push_back keeps references to existing elements valid, so the buffers
-    // below stay valid while users queue more frames.
-    for (auto it = out_.begin(); it != out_.end() && frames < kMaxFramesPerWrite; ++it, ++frames) {
-      write_buffers_.push_back(asio::buffer(it->header));
-      if (!it->payload.empty())
-        write_buffers_.push_back(asio::buffer(it->payload.data(), it->payload.size()));
-      if (it->close_after) {
-        ++frames;
-        break;
-      }
-    }
+    frames = NextBatch([&](const uint8_t* data, size_t size) {
+      write_buffers_.push_back(asio::buffer(data, size));
+    });
   }
   auto self = shared_from_this();
   asio::async_write(socket_, write_buffers_, LargeTransfer,
@@ -565,15 +586,10 @@ void TcpConnection::OnWritten(const asio::error_code& ec, size_t frames) {
   bool close = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (size_t i = 0; i < frames; ++i) {
-      if (out_.front().is_data) --pending_data_;
-      close = close || out_.front().close_after;
-      out_.pop_front();
-    }
+    close = PopWritten(frames);
     // A pending switch to the worker threads waits for this write: it goes first.
     more = !out_.empty() && !switch_pending_;
     if (!more) writing_ = false;
-    cv_.notify_all();
   }
   if (close) return Close();
   if (more) return WriteSome();
@@ -599,17 +615,23 @@ absl::Status TcpConnection::ErrorFromAsio(const asio::error_code& ec, const char
       absl::StrFormat("connection to %s failed while %s: %s", peer, during, ec.message()));
 }
 
+void TcpConnection::SetError(const absl::Status& status) {
+  if (error_.ok()) error_ = OwnCopy(status);
+  cv_.notify_all();
+  batch_cv_.notify_all();
+  write_cv_.notify_all();
+  read_cv_.notify_all();
+}
+
 void TcpConnection::FailOnIoThread(const absl::Status& status) {
   ErrorHandler handler;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (error_.ok()) error_ = OwnCopy(status);
+    SetError(status);
     if (!error_reported_) {
       error_reported_ = true;
       handler = std::move(on_error_);
     }
-    cv_.notify_all();
-    batch_cv_.notify_all();
   }
   CloseSocket();
   if (handler) handler(status);
@@ -618,9 +640,7 @@ void TcpConnection::FailOnIoThread(const absl::Status& status) {
 void TcpConnection::Fail(const absl::Status& status) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (error_.ok()) error_ = OwnCopy(status);
-    cv_.notify_all();
-    batch_cv_.notify_all();
+    SetError(status);
   }
   auto self = shared_from_this();
   asio::post(socket_.get_executor(),
@@ -679,22 +699,15 @@ void TcpConnection::FailFromReader(const absl::Status& status) {
 }
 
 void TcpConnection::FailFromWorker(const absl::Status& status) {
-  // Two fresh copies, one for error_ and one for the report: a worker shares no
-  // absl::Status representation with other threads (see OwnCopy).
-  absl::Status stored = OwnCopy(status);
-  absl::Status report = OwnCopy(status);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (error_.ok()) error_ = std::move(stored);
-    cv_.notify_all();
-    batch_cv_.notify_all();
-    write_cv_.notify_all();
-    read_cv_.notify_all();
+    SetError(status);
   }
-  // The io thread reports it, stops and joins the workers and closes the socket. A
-  // weak pointer: a worker must never hold the last reference (the destructor joins).
+  // The io thread reports it (its own copy: see OwnCopy), stops and joins the
+  // workers and closes the socket. A weak pointer: a worker must never hold the last
+  // reference (the destructor joins).
   std::weak_ptr<TcpConnection> weak = weak_from_this();
-  asio::post(executor_, [weak, report = std::move(report)] {
+  asio::post(executor_, [weak, report = OwnCopy(status)] {
     if (auto self = weak.lock()) self->FailOnIoThread(report);
   });
 }
@@ -740,11 +753,7 @@ bool TcpConnection::ReadFully(uint8_t* dst, size_t n, bool payload, absl::Status
   while (done < n) {
     const ssize_t r = ::recv(fd_, dst + done, n - done, 0);
     if (r > 0) {
-      if (payload) {
-        payload_crc_ = Crc32cExtend(payload_crc_, dst + done, static_cast<size_t>(r));
-        payload_received_ += static_cast<size_t>(r);
-        bytes_received_.fetch_add(static_cast<uint64_t>(r), std::memory_order_relaxed);
-      }
+      if (payload) TakePayloadBytes(dst + done, static_cast<size_t>(r));
       done += static_cast<size_t>(r);
       continue;
     }
@@ -820,20 +829,9 @@ void TcpConnection::WriterLoop() {
     if (workers_stopping_ || !error_.ok()) return;
     writing_ = true;
     iov.clear();
-    size_t frames = 0;
-    bool close = false;
-    // deque::push_back keeps references valid: the spans stay valid unlocked.
-    for (auto it = out_.begin(); it != out_.end() && frames < kMaxFramesPerWrite; ++it) {
-      ++frames;
-      iov.push_back({it->header.data(), it->header.size()});
-      if (!it->payload.empty()) {
-        iov.push_back({const_cast<uint8_t*>(it->payload.data()), it->payload.size()});
-      }
-      if (it->close_after) {
-        close = true;
-        break;
-      }
-    }
+    const size_t frames = NextBatch([&](const uint8_t* data, size_t size) {
+      iov.push_back({const_cast<uint8_t*>(data), size});
+    });
     lock.unlock();
     absl::Status error;
     const bool ok = WriteFully(iov, &error);
@@ -843,12 +841,8 @@ void TcpConnection::WriterLoop() {
       lock.unlock();
       return FailFromWorker(error);
     }
-    for (size_t i = 0; i < frames; ++i) {
-      if (out_.front().is_data) --pending_data_;
-      out_.pop_front();
-    }
+    const bool close = PopWritten(frames);
     writing_ = false;
-    cv_.notify_all();
     if (close) {
       // Written: now close (on the io thread, which joins us).
       lock.unlock();

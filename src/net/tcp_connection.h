@@ -141,10 +141,21 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   void ReadHeader();
   void OnHeader(const asio::error_code& ec);
   void ReadPayload();
+  void TakePayloadBytes(const uint8_t* bytes, size_t n);  // checksum and count, either reader
   void FinishFrame();
+  // mu_ held: passes the bytes of the next frames to write (at most
+  // kMaxFramesPerWrite, ending with a close_after frame) to add(data, size) and
+  // returns how many frames they are.
+  template <typename AddBuffer>
+  size_t NextBatch(AddBuffer add);
+  // mu_ held: drops `frames` written frames; true if one asked to close after it.
+  bool PopWritten(size_t frames);
   void WriteSome();
   void OnWritten(const asio::error_code& ec, size_t frames);
   absl::Status ErrorFromAsio(const asio::error_code& ec, const char* during) const;
+  // mu_ held: records `status` unless an error is recorded already (OwnCopy) and
+  // wakes every waiter (users, batch waiter, workers).
+  void SetError(const absl::Status& status);
   void FailOnIoThread(const absl::Status& status);
   void MarkClosed();  // io thread, after closing the socket
   // Reader logic runs on the io thread, or on the reader thread once it took over:

@@ -11,8 +11,9 @@
 // Messages: SendToNext computes the crc32c on the caller's thread (or takes the
 // caller's: SendToNextWithCrc32c) and queues a scatter-gather write (header + the caller's bytes,
 // no copy); RecvFromPrev swaps the received buffer into the caller's vector (no copy; its old
-// capacity is recycled); RecvFromPrevInto lets the io thread read a message straight into its
-// destination (announced in advance with PostRecvsInto, even while earlier messages are queued).
+// capacity is recycled); RecvFromPrevInto lets the link's reader read a message straight into
+// its destination (announced in advance with PostRecvsInto, even while earlier messages are
+// queued), and RecvFromPrevIntoAll waits for a run of such messages with one wake-up.
 #pragma once
 
 #include <memory>
@@ -56,9 +57,9 @@ class TcpRing : public RingTransport {
   // it arrives (TcpConnection::RecvDataInto); `scratch` is unused.
   absl::Status RecvFromPrevInto(absl::Span<uint8_t> dst, std::vector<uint8_t>* scratch,
                                 absl::Duration timeout) override;
-  // Announced messages are read in place by the io thread as soon as they arrive.
   absl::Status RecvFromPrevIntoAll(absl::Span<const absl::Span<uint8_t>> dsts,
                                    std::vector<uint8_t>* scratch, absl::Duration timeout) override;
+  // Announced messages are read in place by the link's reader as soon as they arrive.
   absl::Status PostRecvsInto(size_t skip, absl::Span<const absl::Span<uint8_t>> dsts) override;
   void CancelRecvsInto() override;
 
