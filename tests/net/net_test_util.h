@@ -97,4 +97,19 @@ inline std::vector<absl::StatusOr<std::unique_ptr<TcpRing>>> FormRings(
 
 inline std::string StatusText(const absl::Status& s) { return std::string(s.message()); }
 
+#ifdef RINGTRAIN_SANITIZED
+inline constexpr size_t kLargeMessage = 1 << 20;
+#else
+inline constexpr size_t kLargeMessage = 8 << 20;
+#endif
+
+// Message i from host rank r: size varies (0, small, large), bytes depend on (r, i, offset).
+inline std::vector<uint8_t> MessageFrom(int r, int i) {
+  static const size_t sizes[] = {0, 1, 48, 1000, 65537, kLargeMessage, 7, kLargeMessage / 3 + 5};
+  std::vector<uint8_t> m(sizes[i % 8]);
+  for (size_t k = 0; k < m.size(); ++k)
+    m[k] = static_cast<uint8_t>(r * 31 + i * 7 + k * 13 + (k >> 9));
+  return m;
+}
+
 }  // namespace rt::net::testing

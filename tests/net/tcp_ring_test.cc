@@ -25,21 +25,6 @@ using rt::net::TcpRing;
 using rt::net::TcpRingOptions;
 using namespace rt::net::testing;
 
-#ifdef RINGTRAIN_SANITIZED
-constexpr size_t kLarge = 1 << 20;
-#else
-constexpr size_t kLarge = 8 << 20;
-#endif
-
-// Message i from host rank r: size varies (0, small, large), bytes depend on (r, i, offset).
-std::vector<uint8_t> MessageFrom(int r, int i) {
-  static const size_t sizes[] = {0, 1, 48, 1000, 65537, kLarge, 7, kLarge / 3 + 5};
-  std::vector<uint8_t> m(sizes[i % 8]);
-  for (size_t k = 0; k < m.size(); ++k)
-    m[k] = static_cast<uint8_t>(r * 31 + i * 7 + k * 13 + (k >> 9));
-  return m;
-}
-
 bool Contains(const absl::Status& s, const std::string& text) {
   return std::string(s.message()).find(text) != std::string::npos;
 }

@@ -28,14 +28,6 @@ std::vector<rt::net::TcpRingOptions> TwoPeers(bool worker_threads, size_t max_qu
   return options;
 }
 
-// Message m of peer p: its length (0 included) and bytes are a function of (p, m).
-std::vector<uint8_t> Message(int p, int m) {
-  const size_t length = m % 7 == 0 ? 0 : (static_cast<size_t>(m) * 7919u) % (300 << 10);
-  std::vector<uint8_t> bytes(length);
-  for (size_t i = 0; i < length; ++i) bytes[i] = static_cast<uint8_t>(i * 31 + m * 7 + p);
-  return bytes;
-}
-
 }  // namespace
 
 TEST_CASE("tcp link threads: the Asio and the worker-thread path carry the same messages") {
@@ -44,10 +36,10 @@ TEST_CASE("tcp link threads: the Asio and the worker-thread path carry the same 
     auto rings = FormRings(TwoPeers(workers));
     REQUIRE(rings[0].ok());
     REQUIRE(rings[1].ok());
-    constexpr int kMessages = 200;
+    constexpr int kMessages = 64;  // every size of MessageFrom 8 times
     std::vector<std::vector<uint8_t>> sent[2];
     for (int p = 0; p < 2; ++p)
-      for (int m = 0; m < kMessages; ++m) sent[p].push_back(Message(p, m));
+      for (int m = 0; m < kMessages; ++m) sent[p].push_back(MessageFrom(p, m));
     std::vector<std::string> errors(2);
     std::vector<int> received(2, 0);
     std::vector<std::thread> threads;
@@ -82,7 +74,7 @@ TEST_CASE("tcp link threads: reading pauses on a full queue and resumes in order
   REQUIRE(rings[1].ok());
   constexpr int kMessages = 100;
   std::vector<std::vector<uint8_t>> sent;  // valid until the sends are done
-  for (int m = 0; m < kMessages; ++m) sent.push_back(Message(0, m + 1));
+  for (int m = 0; m < kMessages; ++m) sent.push_back(MessageFrom(0, m + 1));
   for (int m = 0; m < kMessages; ++m) REQUIRE((*rings[0])->SendToNext(sent[m]).ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   std::vector<uint8_t> in;
