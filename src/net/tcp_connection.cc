@@ -713,16 +713,32 @@ void TcpConnection::FailFromWorker(const absl::Status& status) {
 }
 
 void TcpConnection::SwitchToWorkers() {
-  // io thread; no read or write of Asio's is in flight on the socket.
+  // io thread; no read or write of Asio's is in flight on the socket. switch_pending_
+  // stays set until the workers own the socket: while it is set, Enqueue only queues
+  // frames. Clearing it earlier let a user's send start an Asio write on the socket
+  // being released, and the writer thread then waited forever for writing_ to clear
+  // (a 20 s probe timeout in CI, 1 run in ~600 under load).
   {
     std::lock_guard<std::mutex> lock(mu_);
-    switch_pending_ = false;
-    if (closed_) return;
+    if (closed_) {
+      switch_pending_ = false;
+      return;
+    }
+  }
+  if (options_.handover_pause > absl::ZeroDuration()) {
+    std::this_thread::sleep_for(absl::ToChronoNanoseconds(options_.handover_pause));
   }
   asio::error_code ec;
   const int fd = socket_.release(ec);
-  if (ec) return FailOnIoThread(ErrorFromAsio(ec, "handing the socket to its threads"));
+  if (ec) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      switch_pending_ = false;
+    }
+    return FailOnIoThread(ErrorFromAsio(ec, "handing the socket to its threads"));
+  }
   std::lock_guard<std::mutex> lock(mu_);
+  switch_pending_ = false;
   executor_ = socket_.get_executor();
   fd_ = fd;
   // Blocking from now on: one system call per wake-up, no poll.

@@ -57,6 +57,10 @@ struct LinkOptions {
   // and process, busbw 2.16 -> 2.26 GB/s. The handshake stays on Asio. Off: every
   // frame goes through the io thread (kept for tests of that path).
   bool worker_threads = true;
+  // Fault injection for tests: the io thread sleeps this long in the middle of
+  // handing the socket to the worker threads, so that sends racing with the
+  // hand-over are exercised deterministically. Zero in production.
+  absl::Duration handover_pause = absl::ZeroDuration();
 };
 
 class TcpConnection : public std::enable_shared_from_this<TcpConnection> {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "net/tcp_node.h"
 #include "net/tcp_ring.h"
 #include "net_test_util.h"
 
@@ -115,4 +116,55 @@ TEST_CASE("tcp link threads: a peer that stops reading, then dies, ends blocked 
   watch.Restart();
   rings[0] = absl::UnknownError("destroyed");
   CHECK(watch.ElapsedSeconds() < 5.0);
+}
+
+TEST_CASE("tcp link threads: sends that race with the hand-over to the threads are delivered") {
+  // The io thread pauses in the middle of handing each established socket to its
+  // threads, while both users already send on the link they were given. Every frame
+  // must arrive: none may start an Asio write on the socket being handed over.
+  auto hosts = LoopbackHosts(2);
+  std::vector<std::shared_ptr<rt::net::TcpNode>> nodes;
+  for (int r = 0; r < 2; ++r) {
+    rt::net::TcpNodeOptions o = RingOptions(hosts, r).node;
+    o.link.handover_pause = absl::Milliseconds(100);
+    auto node = rt::net::TcpNode::Start(o);
+    REQUIRE_MESSAGE(node.ok(), node.status().ToString());
+    nodes.push_back(*node);
+  }
+  constexpr int kMessages = 4;
+  for (uint64_t channel = 0x4a0; channel < 0x4a3; ++channel) {
+    CAPTURE(channel);
+    std::vector<std::string> errors(2);
+    std::vector<std::thread> threads;
+    rt::Stopwatch watch;
+    for (int p = 0; p < 2; ++p) {
+      threads.emplace_back([&, p] {
+        const absl::Time deadline = absl::Now() + absl::Seconds(10);
+        auto pending = p == 0 ? nodes[0]->ConnectTo(1, channel, deadline)
+                              : nodes[1]->AcceptFrom(0, channel, deadline);
+        if (!pending->Wait(absl::Seconds(10))) return void(errors[p] = pending->Describe());
+        auto link = pending->Take();
+        if (!link.ok()) return void(errors[p] = link.status().ToString());
+        auto& conn = (*link)->connection();
+        std::vector<std::vector<uint8_t>> out;
+        for (int m = 0; m < kMessages; ++m) out.push_back(MessageFrom(p, m));
+        for (int m = 0; m < kMessages; ++m) {
+          absl::Status st = conn.SendData(out[m], 0);
+          if (!st.ok()) return void(errors[p] = st.ToString());
+        }
+        std::vector<uint8_t> in;
+        for (int m = 0; m < kMessages; ++m) {
+          absl::Status st = conn.RecvData(&in, absl::Seconds(5));
+          if (!st.ok()) return void(errors[p] = st.ToString());
+          if (in != MessageFrom(1 - p, m)) return void(errors[p] = "message " + std::to_string(m));
+        }
+        absl::Status st = conn.WaitSendsDone(absl::Seconds(5));
+        if (!st.ok()) errors[p] = st.ToString();
+      });
+    }
+    for (auto& t : threads) t.join();
+    CHECK(errors[0] == "");
+    CHECK(errors[1] == "");
+    CHECK(watch.ElapsedSeconds() < 5.0);
+  }
 }
