@@ -1,13 +1,15 @@
 // AbortSignal: fail registered connections from any thread (see abort_signal.h).
 #include "collective/abort_signal.h"
 
+#include "core/status_copy.h"
+
 namespace rt::collective {
 
 void AbortSignal::Abort(const absl::Status& why) {
   std::lock_guard<std::mutex> lock(mu_);
   if (aborted_) return;
   aborted_ = true;
-  why_ = why.ok() ? absl::AbortedError("aborted") : why;
+  why_ = why.ok() ? absl::AbortedError("aborted") : FreshCopy(why);  // read by other threads
   for (auto& [id, conn] : watched_) conn->Fail(why_);
 }
 
@@ -18,7 +20,7 @@ bool AbortSignal::aborted() const {
 
 absl::Status AbortSignal::status() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return aborted_ ? why_ : absl::OkStatus();
+  return aborted_ ? FreshCopy(why_) : absl::OkStatus();
 }
 
 uint64_t AbortSignal::Watch(net::TcpConnection* conn) {

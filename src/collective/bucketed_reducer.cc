@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_format.h"
 #include "core/clock.h"
+#include "core/status_copy.h"
 
 namespace rt::collective {
 
@@ -106,7 +107,7 @@ absl::Status BucketedReducer::Finish(ReduceStepStats* stats) {
   for (const ExchangeStats& b : step_stats_.buckets) step_stats_.bytes_sent += b.bytes_sent;
   if (stats != nullptr) *stats = step_stats_;
   if (!step_status_.ok()) broken_ = true;
-  return step_status_;
+  return FreshCopy(step_status_);
 }
 
 void BucketedReducer::CommLoop() {
@@ -135,8 +136,8 @@ void BucketedReducer::CommLoop() {
     lock.lock();
     step_stats_.buckets[b] = stats;
     if (!status.ok()) {
-      step_status_ = status;
-      next_bucket_ = buckets_.size();  // skip the rest: the ring is in an unknown state
+      step_status_ = FreshCopy(status);  // read on the compute thread
+      next_bucket_ = buckets_.size();    // skip the rest: the ring is in an unknown state
     } else {
       ++next_bucket_;
     }

@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "core/crc32c.h"
 #include "core/log.h"
+#include "core/status_copy.h"
 #include "core/status_macros.h"
 #include "data/data_manifest.h"
 #include "data/durable_file.h"
@@ -107,7 +108,7 @@ class EncodePipeline {
     for (std::thread& t : workers) t.join();
     writer.join();
     std::lock_guard<std::mutex> lock(mu_);
-    return error_;
+    return FreshCopy(error_);
   }
 
  private:
@@ -116,8 +117,8 @@ class EncodePipeline {
     std::vector<TextChunk> chunks;
   };
 
-  void Fail(const absl::Status& st) {  // mu_ held
-    if (error_.ok()) error_ = st;
+  void Fail(const absl::Status& st) {         // mu_ held
+    if (error_.ok()) error_ = FreshCopy(st);  // set by any worker
   }
 
   absl::Status ReadLoop(DocumentReader& reader, const std::function<void()>& progress) {

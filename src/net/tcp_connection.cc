@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_format.h"
 #include "core/crc32c.h"
+#include "core/status_copy.h"
 #include "core/status_macros.h"
 
 namespace rt::net {
@@ -27,13 +28,9 @@ constexpr size_t kSpareVectors = 32;
 // Asio's default 64 KiB, so large messages stream with few wake-ups.
 size_t LargeTransfer(const asio::error_code& ec, size_t) { return ec ? 0 : (size_t{64} << 20); }
 
-// A Status with a representation of its own. error_ shares none with a status from
-// elsewhere, in or out: absl::Status counts references inside the uninstrumented
-// libabsl_status, so ThreadSanitizer cannot see that a shared representation is still
-// alive and reports its eventual delete, on another thread, as a race.
-absl::Status OwnCopy(const absl::Status& status) {
-  return absl::Status(status.code(), status.message());
-}
+// error_ never shares a Status representation with another thread, in or out (see
+// core/status_copy.h).
+absl::Status OwnCopy(const absl::Status& status) { return FreshCopy(status); }
 
 template <typename Pred>
 bool WaitFor(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
