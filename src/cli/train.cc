@@ -244,8 +244,12 @@ int RunTrain(const std::vector<std::string>& positional) {
   LogInfo("ringtrain train: %d threads", threads);
   absl::Status status;
   std::unique_ptr<train::GradientReducer> reducer;
-  if (!absl::GetFlag(FLAGS_hosts).empty()) {
-    train::InstallStopSignalHandlers();
+  // SIGTERM/SIGINT stop cleanly after the step in flight, with a checkpoint: alone
+  // as in a ring.
+  train::InstallStopSignalHandlers();
+  if (absl::GetFlag(FLAGS_hosts).empty()) {
+    reducer = std::make_unique<train::LocalGradientReducer>(/*watch_signals=*/true);
+  } else {
     absl::StatusOr<std::unique_ptr<train::ElasticReducer>> elastic = JoinTrainCluster(&c);
     status = elastic.status();
     if (status.ok()) {
@@ -299,7 +303,8 @@ const Subcommand& TrainSubcommand() {
       "trains on its share of the global batch; a peer that dies is dropped and the others\n"
       "carry on; a restarted peer rejoins and receives the state; the leader (lowest live\n"
       "rank) writes checkpoints (its successor a copy unless --ckpt-shared). SIGTERM/SIGINT\n"
-      "stop every peer at a step boundary after a checkpoint; SIGHUP re-reads the hosts file.\n"
+      "stop every peer (or the one peer alone) at a step boundary after a checkpoint; SIGHUP\n"
+      "re-reads the hosts file.\n"
       "--metrics m.jsonl becomes m.rank<R>.jsonl per peer.",
       TrainFlagNames(), &RunTrain};
   return sub;

@@ -31,6 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "train/stop_signals.h"
 
 namespace rt::train {
 
@@ -132,14 +133,21 @@ class GradientReducer {
   virtual bool WritesCheckpoints() const { return rank() == leader(); }
 };
 
-// One peer alone: gradients are already the global sum.
+// One peer alone: gradients are already the global sum. With `watch_signals`, a
+// SIGTERM/SIGINT (train/stop_signals.h) stops the run after the step in flight,
+// with a checkpoint, as it stops a ring.
 class LocalGradientReducer final : public GradientReducer {
  public:
+  explicit LocalGradientReducer(bool watch_signals = false) : watch_signals_(watch_signals) {}
   int rank() const override { return 0; }
   int peers() const override { return 1; }
   absl::Status BeginStep(int64_t, absl::Span<float>) override { return absl::OkStatus(); }
   void OnGradReady(size_t) override {}
   absl::Status Finish(StepTotals*) override { return absl::OkStatus(); }
+  bool StopAfterThisStep() const override { return watch_signals_ && StopRequested(); }
+
+ private:
+  bool watch_signals_;
 };
 
 }  // namespace rt::train

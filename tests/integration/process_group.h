@@ -105,6 +105,12 @@ class ProcessGroup {
     }
   }
 
+  // Sends `sig` to process `index` only (not its group), as a user's kill would.
+  void Signal(size_t index, int sig) {
+    const Proc& p = procs_[index];
+    if (p.pid > 0 && !p.done) kill(p.pid, sig);
+  }
+
   // SIGTERM to every live process group, so tools clean up behind them (comm-bench
   // and netns-cluster tear their namespaces down in their traps); SIGKILL for what
   // is left after `grace_s` seconds.
@@ -214,6 +220,16 @@ inline std::vector<std::string> NonEmptyLines(const std::string& text) {
     if (!line.empty()) out.push_back(line);
   }
   return out;
+}
+
+// Waits (bounded) until `path` has at least `n` non-empty lines; returns whether it did.
+inline bool WaitForLines(const std::string& path, size_t n, int timeout_s = 60) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  while (NonEmptyLines(ReadFile(path)).size() < n) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
 }
 
 // A port base unlikely to collide with concurrent test runs: 10000 + 40*(pid % 500),

@@ -33,6 +33,7 @@ using rt::integration::ReadFile;
 using rt::integration::RunCommand;
 using rt::integration::RunResult;
 using rt::integration::TempDir;
+using rt::integration::WaitForLines;
 
 // Synthetic data: a repeating pattern with noise, vocab 50, 3 source bytes per token.
 void WriteData(const std::string& dir, size_t train_n = 20000, size_t val_n = 800) {
@@ -121,16 +122,6 @@ pid_t PidWithArgs(const std::string& a, const std::string& b) {
     }
   }
   return -1;
-}
-
-// Waits (bounded) until `path` has at least `n` lines; returns whether it did.
-bool WaitForLines(const std::string& path, size_t n, int timeout_s = 60) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-  while (NonEmptyLines(ReadFile(path)).size() < n) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
 }
 
 }  // namespace

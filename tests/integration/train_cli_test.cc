@@ -1,15 +1,20 @@
 // The train / eval / sample subcommands as a user runs them (single peer): a short
-// run with metrics and checkpoints, resume equal to an uninterrupted run, eval's
-// figures, and bad input giving a clear message and a non-zero exit code.
+// run with metrics and checkpoints, resume equal to an uninterrupted run, SIGTERM
+// stopping cleanly with a checkpoint, eval's figures, and bad input giving a clear
+// message and a non-zero exit code.
 #include <doctest/doctest.h>
+
+#include <signal.h>
 
 #include <cmath>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "ckpt/checkpoint.h"
 #include "cli_runner.h"
 #include "data/token_dataset.h"
+#include "process_group.h"
 
 namespace {
 
@@ -119,6 +124,31 @@ TEST_CASE("train 4 steps + resume (the default) to 8 equals 8 steps (param_hash)
   CHECK(LastField(b, "step") == "8");
   CHECK(LastField(a, "param_hash") == LastField(b, "param_hash"));
   CHECK(LastField(a, "loss") == LastField(b, "loss"));
+}
+
+TEST_CASE("train alone: SIGTERM stops after the step in flight with a checkpoint, exit 0") {
+  TempDir tmp;
+  WriteData(tmp / "data");
+  rt::integration::ProcessGroup group(tmp.path());
+  const size_t peer = group.Start(
+      Concat({RINGTRAIN_BINARY, "train", "--data", tmp / "data", "--steps=1000000", "--metrics",
+              tmp / "m.jsonl", "--ckpt-dir", tmp / "ckpt", "--ckpt-every=0", "--eval-every=0"},
+             TinyModelFlags()),
+      {"OMP_NUM_THREADS=1"});
+  REQUIRE(rt::integration::WaitForLines(tmp / "m.jsonl", 5));
+  group.Signal(peer, SIGTERM);
+  const std::vector<RunResult> r = group.WaitAll(60);
+  INFO("stderr:\n", r[0].err);
+  CHECK_FALSE(r[0].timed_out);
+  CHECK(r[0].exit_code == 0);
+  CHECK(Contains(r[0].err, "stopped cleanly after step"));
+  // The checkpoint (the only one: --ckpt-every=0) is of the last step in the metrics.
+  const std::string last_step = LastField(ReadFile(tmp / "m.jsonl"), "step");
+  REQUIRE(!last_step.empty());
+  std::vector<std::string> problems;
+  auto ckpt = rt::ckpt::OpenLatestValidCheckpoint(tmp / "ckpt", &problems);
+  REQUIRE_MESSAGE(ckpt.ok(), ckpt.status().message());
+  CHECK(std::to_string(ckpt->meta().step) == last_step);
 }
 
 TEST_CASE("bad input: a clear message and a non-zero exit code") {
