@@ -22,11 +22,14 @@
 // encode_seconds / exchange_seconds: this peer's wall time in top-k selection and
 // encoding / in communication with decoding and summing (BucketExchange's split).
 //
-// Data is integer-valued (|x| <= 8), so fp32 and bf16 sums are exact and are
-// checked element by element against the expected sum. top-k is lossy: it is
-// checked by conservation (sum of result + all peers' residuals == sum of all
-// peers' inputs + previous residuals, exact in doubles) and by identical result
-// bytes on every peer (crc32c allgather).
+// Values (--values, bench_values.h): integer (default; |x| <= 8, so fp32 and bf16
+// sums are exact and are checked element by element) or gradient (gradient-like
+// floats: what top-k + zstd would see in training; dense fp32 sums are checked
+// element by element within fp32 rounding). Lossy results (top-k; bf16 with
+// gradient values) are checked by conservation (sum of result + all peers'
+// residuals == sum of all peers' inputs + previous residuals: exact in doubles for
+// integers, within peers * 2^-23 * sum of |inputs| for gradient values) and by
+// identical result bytes on every peer (crc32c allgather).
 //
 // Output: a human table, then, last, one JSON line for the last size (fields of
 // DESIGN "bench allreduce" plus peers, rank, size, iters, ring_order: hosts-file
@@ -50,6 +53,7 @@
 #include "absl/time/time.h"
 #include "cli/bench_kinds.h"
 #include "cli/bench_size_flag.h"
+#include "cli/bench_values.h"
 #include "cli/common_flags.h"
 #include "collective/bucket_exchange.h"
 #include "collective/codec_calibration.h"
@@ -67,6 +71,9 @@
 
 ABSL_FLAG(int, iters, 10, "bench allreduce: timed allreduces per size");
 ABSL_FLAG(int, warmup_iters, 2, "bench allreduce: untimed allreduces per size before timing");
+ABSL_FLAG(std::string, values, "integer",
+          "bench allreduce: integer (exact sums) or gradient (gradient-like floats: realistic "
+          "top-k/zstd wire bytes)");
 ABSL_FLAG(bool, reorder, false,
           "bench allreduce: probe every link first and re-form the ring in the computed order "
           "(default: hosts-file order)");
@@ -78,19 +85,6 @@ using collective::CodecKind;
 using collective::CodecSpec;
 
 constexpr absl::Duration kTimeout = absl::Seconds(300);  // per receive / send wait
-
-// Peer `rank`'s contribution at element i: an integer in [-8, 7], a cheap hash of
-// (i, rank) so neighbouring elements and peers differ.
-inline float Contribution(size_t i, int rank) {
-  const uint32_t h = (static_cast<uint32_t>(i) ^ (static_cast<uint32_t>(i >> 32) * 0x85EBCA6Bu) ^
-                      (static_cast<uint32_t>(rank) * 0x9E3779B9u)) *
-                     0x2545F491u;
-  return static_cast<float>(static_cast<int>(h >> 28) - 8);
-}
-
-void Fill(absl::Span<float> data, int rank) {
-  for (size_t i = 0; i < data.size(); ++i) data[i] = Contribution(i, rank);
-}
 
 // CPU seconds used so far by this process (all threads: ours and the transport's).
 double ProcessCpuSeconds() {
@@ -107,6 +101,7 @@ struct SizeResult {
   double encode_seconds = 0;    // per allreduce, this peer: top-k selection + encoding
   double exchange_seconds = 0;  // per allreduce, this peer: communication, decode, sum
   std::string codec_used;
+  bool conserved = false;  // checked by conservation (lossy), not element by element
   double algbw() const { return seconds > 0 ? elements * 4.0 / seconds / 1e9 : 0; }
 };
 
@@ -147,29 +142,21 @@ absl::StatusOr<std::vector<double>> MaxOverPeers(net::RingTransport* ring,
   return out;
 }
 
-// Exact check of a dense (fp32 or bf16) sum of integer contributions.
-absl::Status VerifyDense(absl::Span<const float> data, int peers) {
-  for (size_t i = 0; i < data.size(); ++i) {
-    float expected = 0;
-    for (int r = 0; r < peers; ++r) expected += Contribution(i, r);
-    if (data[i] != expected) {
-      return absl::DataLossError(
-          absl::StrFormat("allreduce result is WRONG at element %d of %d: got %g, expected %g", i,
-                          data.size(), data[i], expected));
-    }
-  }
-  return absl::OkStatus();
-}
-
 double SumOf(absl::Span<const float> x) {
   double s = 0;
   for (float v : x) s += v;
   return s;
 }
 
+double SumOfAbs(absl::Span<const float> x) {
+  double s = 0;
+  for (float v : x) s += std::fabs(v);
+  return s;
+}
+
 // One buffer size: warm-up, timed iterations, check of the last result.
 absl::StatusOr<SizeResult> BenchOneSize(net::RingTransport* ring, size_t n, const CodecSpec& spec,
-                                        int warmup, int iters) {
+                                        BenchValues values, int warmup, int iters) {
   const int rank = ring->rank(), peers = ring->size();
   AlignedBuffer<float> data(n);
   collective::BucketExchange exchange(n, {});
@@ -181,10 +168,14 @@ absl::StatusOr<SizeResult> BenchOneSize(net::RingTransport* ring, size_t n, cons
   result.elements = n;
   for (int it = 0; it < warmup + iters; ++it) {
     const bool timed = it >= warmup, last = it == warmup + iters - 1;
-    Fill(data.span(), rank);
-    double input_sum = 0;  // top-k check: what goes in, including the old residual
-    if (last && spec.kind == CodecKind::kTopK) {
+    FillBenchValues(values, data.span(), rank, it);
+    // Lossy codecs are checked by conservation: what goes in, with the old residual.
+    const bool maybe_lossy = spec.kind == CodecKind::kTopK ||
+                             (spec.kind == CodecKind::kBf16 && values == BenchValues::kGradient);
+    double input_sum = 0, input_abs = 0;
+    if (last && maybe_lossy) {
       input_sum = SumOf(data.span()) + SumOf(exchange.residual());
+      input_abs = SumOfAbs(data.span()) + SumOfAbs(exchange.residual());
     }
     RETURN_IF_ERROR(Barrier(ring));
     collective::ExchangeStats stats;
@@ -202,18 +193,24 @@ absl::StatusOr<SizeResult> BenchOneSize(net::RingTransport* ring, size_t n, cons
       result.codec_used = stats.codec_used;
     }
     if (!last) continue;
-    if (spec.kind != CodecKind::kTopK || stats.codec_used == "none") {
-      RETURN_IF_ERROR(VerifyDense(data.span(), peers));
+    if (!maybe_lossy || stats.codec_used == "none") {
+      RETURN_IF_ERROR(VerifyDenseSum(values, data.span(), peers, it));
       continue;
     }
-    // top-k: conservation over all peers, and identical bytes everywhere.
+    // Conservation over all peers, and identical bytes everywhere.
+    result.conserved = true;
     ASSIGN_OR_RETURN(double all_in, SumOverPeers(ring, input_sum));
+    ASSIGN_OR_RETURN(double all_abs, SumOverPeers(ring, input_abs));
     ASSIGN_OR_RETURN(double all_residual, SumOverPeers(ring, SumOf(exchange.residual())));
     const double result_sum = SumOf(data.span());
-    if (result_sum + all_residual != all_in) {
+    // Integers: every sum is exact. Gradient values: each element's float additions
+    // round by at most peers * 2^-24 of its sum of magnitudes (twice that allowed).
+    const double slack = values == BenchValues::kInteger ? 0 : peers * 0x1p-23 * all_abs;
+    if (std::fabs(result_sum + all_residual - all_in) > slack) {
       return absl::DataLossError(absl::StrFormat(
-          "top-k allreduce is WRONG: result sum %.17g + residual sum %.17g != input sum %.17g",
-          result_sum, all_residual, all_in));
+          "%s allreduce is WRONG: result sum %.17g + residual sum %.17g != input sum %.17g "
+          "(allowed rounding %.3g)",
+          stats.codec_used, result_sum, all_residual, all_in, slack));
     }
     const uint32_t crc = Crc32c(data.data(), n * sizeof(float));
     uint8_t crc_bytes[4];
@@ -222,8 +219,8 @@ absl::StatusOr<SizeResult> BenchOneSize(net::RingTransport* ring, size_t n, cons
     for (int p = 0; p < peers; ++p) {
       if (crcs[p].size() != 4 || std::memcmp(crcs[p].data(), crc_bytes, 4) != 0) {
         return absl::DataLossError(absl::StrFormat(
-            "top-k allreduce is WRONG: peer %d holds different result bytes than peer %d", p,
-            rank));
+            "%s allreduce is WRONG: peer %d holds different result bytes than peer %d",
+            stats.codec_used, p, rank));
       }
     }
   }
@@ -281,6 +278,7 @@ absl::Status Run() {
     return absl::InvalidArgumentError("--zstd-level must be in [0, 19]");
   }
   const std::string codec_name = auto_codec ? "auto" : spec.ToString();
+  ASSIGN_OR_RETURN(const BenchValues values, ParseBenchValues(absl::GetFlag(FLAGS_values)));
   if (absl::GetFlag(FLAGS_hosts).empty()) {
     return absl::InvalidArgumentError("--hosts is required (a hosts file, one HOST[:PORT] a line)");
   }
@@ -290,6 +288,7 @@ absl::Status Run() {
                        {"size", absl::GetFlag(FLAGS_size)},
                        {"codec", absl::StrCat(codec_name, " zstd=", zstd_level)},
                        {"reorder", reorder ? "yes" : "no"},
+                       {"values", BenchValuesName(values)},
                        {"iters", absl::StrCat(warmup, "+", iters)}};
   ASSIGN_OR_RETURN(std::unique_ptr<net::TcpRing> ring, net::JoinRing(setup));
   LogInfo(
@@ -329,7 +328,7 @@ absl::Status Run() {
               "ms", "min ms", "max ms", "algbw GB/s", "busbw GB/s", "cpu ms");
   std::fflush(stdout);
   std::vector<SizeResult> results;
-  bool any_topk = spec.kind == CodecKind::kTopK;
+  bool any_lossy = false;  // some size was checked by conservation
   for (size_t n : sizes) {
     CodecSpec size_spec = spec;
     if (auto_codec && peers > 1) {
@@ -347,8 +346,7 @@ absl::Status Run() {
       }
       size_spec = plan.buckets[0].spec;
     }
-    any_topk = any_topk || size_spec.kind == CodecKind::kTopK;
-    auto r = BenchOneSize(ring.get(), n, size_spec, warmup, iters);
+    auto r = BenchOneSize(ring.get(), n, size_spec, values, warmup, iters);
     if (!r.ok()) {
       return absl::Status(r.status().code(),
                           absl::StrFormat("size %d: %s", n, r.status().message()));
@@ -357,11 +355,14 @@ absl::Status Run() {
                 r->wire_bytes, r->seconds * 1e3, r->seconds_min * 1e3, r->seconds_max * 1e3,
                 r->algbw(), r->algbw() * 2.0 * (peers - 1) / peers, r->cpu_seconds * 1e3);
     std::fflush(stdout);
+    any_lossy = any_lossy || r->conserved;
     results.push_back(*r);
   }
-  std::printf("  result check: OK (%s)\n", any_topk
-                                               ? "sum conserved with residuals, identical bytes"
-                                               : "exact integer sums on every element");
+  std::printf("  result check: OK (%s)\n",
+              any_lossy ? "sum conserved with residuals, identical bytes"
+              : values == BenchValues::kInteger
+                  ? "exact integer sums on every element"
+                  : "every element within fp32 rounding of the exact sum");
   std::string all;
   for (const SizeResult& r : results) {
     absl::StrAppend(&all, all.empty() ? "" : ",", "{", ResultJson(r, peers), "}");
@@ -394,8 +395,8 @@ int RunBenchAllreduce(const std::vector<std::string>& positional) {
 }
 
 std::vector<std::string> BenchAllreduceFlagNames() {
-  return {"size", "iters",       "warmup_iters", "hosts",      "self",   "rank",
-          "wait", "secret_file", "compress",     "zstd_level", "reorder"};
+  return {"size", "iters",       "warmup_iters", "hosts",      "self",    "rank",
+          "wait", "secret_file", "compress",     "zstd_level", "reorder", "values"};
 }
 
 }  // namespace rt::cli

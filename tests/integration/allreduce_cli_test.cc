@@ -110,6 +110,30 @@ TEST_CASE("bench allreduce: bf16 and top-k codecs on 3 loopback peers") {
   }
 }
 
+TEST_CASE("bench allreduce: gradient-like values, every codec verified on 3 loopback peers") {
+  TempDir tmp;
+  const int base = rt::integration::TestBasePort() + 35;
+  const std::vector<std::pair<std::string, std::string>> runs = {
+      {"none", "every element within fp32 rounding of the exact sum"},
+      {"bf16", "sum conserved with residuals, identical bytes"},
+      {"topk:0.01", "sum conserved with residuals, identical bytes"}};
+  int port = base;
+  for (const auto& [codec, check] : runs) {
+    CAPTURE(codec);
+    RunResult r = LocalRingBench(
+        tmp, 3, port, {"--size=200000", "--iters=3", "--values=gradient", "--compress=" + codec});
+    port += 5;
+    INFO("stdout:\n", r.out, "\nstderr:\n", r.err);
+    REQUIRE(r.exit_code == 0);
+    CheckPeersJson(r, 3, 200000, codec);
+    CHECK(r.out.find("[r2]   result check: OK (" + check + ")") != std::string::npos);
+  }
+  // A bad --values is refused before the ring forms, naming it.
+  RunResult r = LocalRingBench(tmp, 1, port, {"--values=floats"}, 40);
+  CHECK(r.exit_code != 0);
+  CHECK(r.err.find("--values must be integer or gradient, got 'floats'") != std::string::npos);
+}
+
 TEST_CASE("bench allreduce: bad input fails fast with a clear message") {
   TempDir tmp;
   const int base = rt::integration::TestBasePort() + 30;
