@@ -28,10 +28,6 @@ constexpr size_t kSpareVectors = 32;
 // Asio's default 64 KiB, so large messages stream with few wake-ups.
 size_t LargeTransfer(const asio::error_code& ec, size_t) { return ec ? 0 : (size_t{64} << 20); }
 
-// error_ never shares a Status representation with another thread, in or out (see
-// core/status_copy.h).
-absl::Status OwnCopy(const absl::Status& status) { return FreshCopy(status); }
-
 template <typename Pred>
 bool WaitFor(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
              absl::Duration timeout, Pred pred) {
@@ -55,7 +51,7 @@ TcpConnection::TcpConnection(asio::ip::tcp::socket socket, std::string peer_name
 TcpConnection::~TcpConnection() {
   StopWorkers();
   // Every copy of error_ was made under mu_: taking it once orders those copies
-  // before error_'s representation is freed here (see OwnCopy).
+  // before error_'s representation is freed here (see FreshCopy).
   { std::lock_guard<std::mutex> lock(mu_); }
   if (fd_ >= 0) ::close(fd_);  // released from Asio: ours to close
 }
@@ -67,7 +63,7 @@ std::string TcpConnection::peer_name() const {
 
 absl::Status TcpConnection::status() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return OwnCopy(error_);
+  return FreshCopy(error_);
 }
 
 void TcpConnection::StartReading(FrameHandler handshake_handler, ErrorHandler on_error) {
@@ -248,7 +244,7 @@ absl::Status TcpConnection::WaitQueue(std::deque<std::vector<uint8_t>>* queue,
     TakeFront(queue, message);
     return absl::OkStatus();
   }
-  if (!error_.ok()) return OwnCopy(error_);
+  if (!error_.ok()) return FreshCopy(error_);
   (void)ready;
   return TimedOut(what, timeout);
 }
@@ -294,7 +290,7 @@ TcpConnection::Posted* TcpConnection::PostedFor(uint64_t message) {
 
 absl::Status TcpConnection::PostRecvsInto(size_t skip, absl::Span<const absl::Span<uint8_t>> dsts) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!error_.ok()) return OwnCopy(error_);
+  if (!error_.ok()) return FreshCopy(error_);
   const uint64_t first = data_taken_ + skip;
   if (!posted_.empty() && posted_base_ + posted_.size() != first) {
     return absl::FailedPreconditionError(absl::StrFormat(
@@ -327,7 +323,7 @@ void TcpConnection::CancelRecvsInto() {
           "receiving from %s was abandoned with messages already read into place", peer_name_));
     }
     auto self = shared_from_this();
-    absl::Status status = OwnCopy(error_);
+    absl::Status status = FreshCopy(error_);
     asio::post(socket_.get_executor(), [self, status] { self->FailOnIoThread(status); });
     cv_.notify_all();
     batch_cv_.notify_all();
@@ -369,7 +365,7 @@ absl::Status TcpConnection::RecvDataInto(absl::Span<uint8_t> dst, absl::Duration
           absl::StrFormat("data message from %s stalled mid-frame for %s", peer_name_,
                           absl::FormatDuration(timeout)));
       auto self = shared_from_this();
-      absl::Status status = OwnCopy(error_);
+      absl::Status status = FreshCopy(error_);
       asio::post(socket_.get_executor(), [self, status] { self->FailOnIoThread(status); });
     }
     cv_.wait(lock, [&] { return posted->state == Posted::State::kDone || closed_; });
@@ -387,7 +383,7 @@ absl::Status TcpConnection::RecvDataInto(absl::Span<uint8_t> dst, absl::Duration
       posted_.pop_front();  // withdrawn: dst is not written after this call
       ++posted_base_;
     }
-    return error_.ok() ? TimedOut("data", timeout) : OwnCopy(error_);
+    return error_.ok() ? TimedOut("data", timeout) : FreshCopy(error_);
   }
   if (posted != nullptr) {
     posted_.pop_front();
@@ -448,7 +444,7 @@ absl::Status TcpConnection::RecvData(std::vector<uint8_t>* message, absl::Durati
     ++data_taken_;
     return absl::OkStatus();
   }
-  return error_.ok() ? TimedOut("data", timeout) : OwnCopy(error_);
+  return error_.ok() ? TimedOut("data", timeout) : FreshCopy(error_);
 }
 
 absl::Status TcpConnection::RecvControl(std::vector<uint8_t>* message, absl::Duration timeout) {
@@ -460,7 +456,7 @@ absl::Status TcpConnection::RecvControl(std::vector<uint8_t>* message, absl::Dur
 absl::Status TcpConnection::Enqueue(FrameHeader header, absl::Span<const uint8_t> payload,
                                     std::vector<uint8_t> owned, bool close_after) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (!error_.ok()) return OwnCopy(error_);
+  if (!error_.ok()) return FreshCopy(error_);
   header.sequence = next_sequence_++;
   header.epoch = epoch_;
   header.step = step_;
@@ -525,7 +521,7 @@ absl::Status TcpConnection::WaitSendsDone(absl::Duration timeout) {
   // still reading the caller's bytes.
   bool done = WaitFor(cv_, lock, timeout, [&] { return pending_data_ == 0 || closed_; });
   if (pending_data_ == 0) return absl::OkStatus();  // all handed over, even if it failed since
-  if (!error_.ok()) return OwnCopy(error_);
+  if (!error_.ok()) return FreshCopy(error_);
   if (!done) {
     return absl::DeadlineExceededError(absl::StrFormat("%d message(s) to %s not sent within %s",
                                                        pending_data_, peer_name_,
@@ -613,7 +609,7 @@ absl::Status TcpConnection::ErrorFromAsio(const asio::error_code& ec, const char
 }
 
 void TcpConnection::SetError(const absl::Status& status) {
-  if (error_.ok()) error_ = OwnCopy(status);
+  if (error_.ok()) error_ = FreshCopy(status);
   cv_.notify_all();
   batch_cv_.notify_all();
   write_cv_.notify_all();
@@ -641,7 +637,7 @@ void TcpConnection::Fail(const absl::Status& status) {
   }
   auto self = shared_from_this();
   asio::post(socket_.get_executor(),
-             [self, report = OwnCopy(status)] { self->FailOnIoThread(report); });
+             [self, report = FreshCopy(status)] { self->FailOnIoThread(report); });
 }
 
 void TcpConnection::Close() {
@@ -700,11 +696,11 @@ void TcpConnection::FailFromWorker(const absl::Status& status) {
     std::lock_guard<std::mutex> lock(mu_);
     SetError(status);
   }
-  // The io thread reports it (its own copy: see OwnCopy), stops and joins the
+  // The io thread reports it (its own copy: see FreshCopy), stops and joins the
   // workers and closes the socket. A weak pointer: a worker must never hold the last
   // reference (the destructor joins).
   std::weak_ptr<TcpConnection> weak = weak_from_this();
-  asio::post(executor_, [weak, report = OwnCopy(status)] {
+  asio::post(executor_, [weak, report = FreshCopy(status)] {
     if (auto self = weak.lock()) self->FailOnIoThread(report);
   });
 }
@@ -713,8 +709,8 @@ void TcpConnection::SwitchToWorkers() {
   // io thread; no read or write of Asio's is in flight on the socket. switch_pending_
   // stays set until the workers own the socket: while it is set, Enqueue only queues
   // frames. Clearing it earlier let a user's send start an Asio write on the socket
-  // being released, and the writer thread then waited forever for writing_ to clear
-  // (a 20 s probe timeout in CI, 1 run in ~600 under load).
+  // being released: it failed with EBADF, or the writer thread waited forever for
+  // writing_ to clear (a 20 s link-probe timeout in one CI run).
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_) {

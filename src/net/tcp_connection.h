@@ -157,7 +157,7 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   void WriteSome();
   void OnWritten(const asio::error_code& ec, size_t frames);
   absl::Status ErrorFromAsio(const asio::error_code& ec, const char* during) const;
-  // mu_ held: records `status` unless an error is recorded already (OwnCopy) and
+  // mu_ held: records `status` unless an error is recorded already (FreshCopy) and
   // wakes every waiter (users, batch waiter, workers).
   void SetError(const absl::Status& status);
   void FailOnIoThread(const absl::Status& status);
