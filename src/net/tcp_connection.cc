@@ -318,15 +318,11 @@ void TcpConnection::CancelRecvsInto() {
   }
   if (reading || delivered) {
     // The message stream and the user's buffers no longer match: this link is done.
-    if (error_.ok()) {
-      error_ = absl::AbortedError(absl::StrFormat(
-          "receiving from %s was abandoned with messages already read into place", peer_name_));
-    }
+    SetError(absl::AbortedError(absl::StrFormat(
+        "receiving from %s was abandoned with messages already read into place", peer_name_)));
     auto self = shared_from_this();
     absl::Status status = FreshCopy(error_);
     asio::post(socket_.get_executor(), [self, status] { self->FailOnIoThread(status); });
-    cv_.notify_all();
-    batch_cv_.notify_all();
   }
   if (reading) cv_.wait(lock, [&] { return closed_; });  // io thread stopped writing
   // Messages marked kQueued stay in data_in_ as ordinary queued messages.
@@ -361,9 +357,9 @@ absl::Status TcpConnection::RecvDataInto(absl::Span<uint8_t> dst, absl::Duration
     // Error or timeout with the payload half-read: the io thread still writes into
     // dst. Fail the connection and wait until the socket is closed.
     if (error_.ok()) {
-      error_ = absl::DeadlineExceededError(
+      SetError(absl::DeadlineExceededError(
           absl::StrFormat("data message from %s stalled mid-frame for %s", peer_name_,
-                          absl::FormatDuration(timeout)));
+                          absl::FormatDuration(timeout))));
       auto self = shared_from_this();
       absl::Status status = FreshCopy(error_);
       asio::post(socket_.get_executor(), [self, status] { self->FailOnIoThread(status); });
@@ -643,11 +639,9 @@ void TcpConnection::Fail(const absl::Status& status) {
 void TcpConnection::Close() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (error_.ok()) error_ = absl::CancelledError("connection to " + peer_name_ + " was closed");
+    SetError(absl::CancelledError("connection to " + peer_name_ + " was closed"));
     error_reported_ = true;  // a deliberate close is not an error to report
     on_error_ = nullptr;
-    cv_.notify_all();
-    batch_cv_.notify_all();
   }
   auto self = shared_from_this();
   asio::post(socket_.get_executor(), [self] { self->CloseSocket(); });
@@ -776,7 +770,8 @@ bool TcpConnection::ReadFully(uint8_t* dst, size_t n, bool payload, absl::Status
   return true;
 }
 
-bool TcpConnection::WriteFully(std::vector<struct iovec> iov, absl::Status* error) {
+bool TcpConnection::WriteFully(std::vector<struct iovec>* iovs, absl::Status* error) {
+  std::vector<struct iovec>& iov = *iovs;  // advanced in place past what was sent
   size_t first = 0;
   while (first < iov.size()) {
     struct msghdr msg = {};
@@ -843,7 +838,7 @@ void TcpConnection::WriterLoop() {
     });
     lock.unlock();
     absl::Status error;
-    const bool ok = WriteFully(iov, &error);
+    const bool ok = WriteFully(&iov, &error);
     lock.lock();
     if (!ok) {
       if (workers_stopping_) return;

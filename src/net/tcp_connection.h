@@ -1,8 +1,9 @@
 // TcpConnection: one TCP socket speaking frames (frame.h), with thread-safe queues.
 //
 // Internal to net/ (TcpNode creates them, Link and TcpRing use them). Socket I/O runs
-// only on the connection's io_context thread; the public send/receive methods are
-// called from other threads and block on a condition variable, never on the socket.
+// on the connection's io_context thread, and once established on the connection's own
+// reader and writer threads; the public send/receive methods are called from other
+// threads and block on a condition variable, never on the socket.
 //
 // Life cycle: created by TcpNode, StartReading() with a handshake handler (hello,
 // proof and fingerprint frames go to it), Establish() once authenticated; from then on
@@ -173,7 +174,8 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   void WriterLoop();
   // Blocking reads/writes on fd_; false on EOF or error, with *error set.
   bool ReadFully(uint8_t* dst, size_t n, bool payload, absl::Status* error);
-  bool WriteFully(std::vector<struct iovec> iov, absl::Status* error);
+  // WriteFully consumes *iovs (advances it past what was sent; the caller refills it).
+  bool WriteFully(std::vector<struct iovec>* iovs, absl::Status* error);
   void StopWorkers();  // not on a worker: wakes them (shutdown) and joins them
 
   asio::ip::tcp::socket socket_;
