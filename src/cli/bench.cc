@@ -39,12 +39,17 @@ std::vector<std::string> AllBenchFlags() {
 }  // namespace
 
 const Subcommand& BenchSubcommand() {
-  static const Subcommand sub{
-      "bench", "Measure compute, allreduce or codec speed (human table, then one JSON line)",
-      "ringtrain bench compute   [model flags] [--steps N] [--profile]\n"
-      "ringtrain bench allreduce --hosts FILE --self HOST:PORT [--size N] [--compress ...]\n"
-      "ringtrain bench codec     [--size N] [--compress ...]",
-      AllBenchFlags(), &RunBench};
+  static const Subcommand sub = [] {
+    Subcommand s{
+        "bench", "Measure compute, allreduce or codec speed (human table, then one JSON line)",
+        "ringtrain bench compute   [model flags] [--steps N] [--profile]\n"
+        "ringtrain bench allreduce --hosts FILE --self HOST:PORT [--size N] [--compress ...]\n"
+        "ringtrain bench codec     [--size N] [--compress ...]",
+        AllBenchFlags(), &RunBench};
+    // bench compute times a few steps; --steps is a training length elsewhere.
+    s.flag_defaults = {{"steps", "5"}};
+    return s;
+  }();
   return sub;
 }
 

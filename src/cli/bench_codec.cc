@@ -231,6 +231,15 @@ int RunBenchCodec(const std::vector<std::string>& positional) {
                  static_cast<long long>(*size));
     return 2;
   }
+  if (absl::GetFlag(FLAGS_compress) == "auto") {
+    // auto picks a codec per bucket from measured links and compute time, which this
+    // one-process benchmark does not have (issue 19: it used to print an internal message).
+    std::fprintf(stderr,
+                 "ringtrain bench codec: --compress auto chooses a codec per bucket from link "
+                 "measurements, which this benchmark has none of: give a codec (none, bf16, "
+                 "topk:D), or run `ringtrain bench allreduce --compress auto`\n");
+    return 2;
+  }
   auto spec =
       collective::ParseCodecSpec(absl::GetFlag(FLAGS_compress), absl::GetFlag(FLAGS_zstd_level));
   if (!spec.ok()) {

@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/reflection.h"
 #include "absl/strings/str_format.h"
 #include "cli/bench_kinds.h"
 #include "cli/common_flags.h"
@@ -29,8 +28,6 @@ ABSL_FLAG(bool, profile, false, "bench compute: print the time per layer kind");
 
 namespace rt::cli {
 namespace {
-
-constexpr int kDefaultBenchSteps = 5;  // when --steps keeps its (training) default
 
 double PeakRssMb() {
   struct rusage ru {};
@@ -83,12 +80,8 @@ int RunBenchCompute(const std::vector<std::string>& positional) {
   if (absl::Status s = config.Validate(); !s.ok()) return Fail(std::string(s.message()));
   const int batch = absl::GetFlag(FLAGS_batch), accum = absl::GetFlag(FLAGS_accum);
   const int warmup = absl::GetFlag(FLAGS_warmup_steps);
-  const absl::CommandLineFlag* steps_flag = absl::FindCommandLineFlag("steps");
-  // --steps defaults to a training length; unchanged, the benchmark runs a few steps.
-  const int steps =
-      steps_flag != nullptr && steps_flag->CurrentValue() != steps_flag->DefaultValue()
-          ? absl::GetFlag(FLAGS_steps)
-          : kDefaultBenchSteps;
+  // bench's own default for --steps (a few steps) is set by Subcommand::flag_defaults.
+  const int steps = absl::GetFlag(FLAGS_steps);
   if (batch < 1) return Fail(absl::StrFormat("--batch must be at least 1, got %d", batch));
   if (accum < 1) return Fail(absl::StrFormat("--accum must be at least 1, got %d", accum));
   if (steps < 1) return Fail(absl::StrFormat("--steps must be at least 1, got %d", steps));

@@ -55,28 +55,37 @@ class ProgressPrinter {
     const double mb = p.done_bytes / 1e6, total_mb = p.total_bytes / 1e6;
     const double rate = secs > 0.5 ? mb / secs : 0;
     const double frac = p.total_bytes > 0 ? static_cast<double>(p.done_bytes) / p.total_bytes : 1;
-    const double eta = rate > 0 ? (total_mb - mb) / rate : 0;
+    // Rate and ETA are unknown until half a second of the phase and some bytes have
+    // passed: the first line of a phase shows neither (not "0.00 MB/s, ETA 0 s").
+    const bool measured = rate > 0;
+    const double eta = measured ? (total_mb - mb) / rate : 0;
     // Percent and ETA follow the input files (compressed bytes for .zst); the rate is
     // of text when the phase reports it.
     const double text_mb = p.text_bytes / 1e6;
     const double text_rate = secs > 0.5 ? text_mb / secs : 0;
     std::string amount = absl::StrFormat("%.1f/%.1f MB input", mb, total_mb);
-    if (p.text_bytes > 0)
-      amount += absl::StrFormat(", %.1f MB text %.2f MB/s", text_mb, text_rate);
-    else
+    if (p.text_bytes > 0) {
+      amount += absl::StrFormat(", %.1f MB text", text_mb);
+      if (text_rate > 0) amount += absl::StrFormat(" %.2f MB/s", text_rate);
+    } else if (measured) {
       amount += absl::StrFormat(" %.2f MB/s", rate);
+    }
     if (tty_) {
       constexpr int kWidth = 30;
       int filled = static_cast<int>(frac * kWidth);
       std::string bar(filled, '=');
       if (filled < kWidth) bar += '>' + std::string(kWidth - filled - 1, ' ');
-      std::fprintf(stderr, "\r%-9s [%s] %5.1f%% %s ETA %d:%02d ", phase_.c_str(), bar.c_str(),
-                   100 * frac, amount.c_str(), static_cast<int>(eta) / 60,
-                   static_cast<int>(eta) % 60);
+      const std::string eta_text = measured ? absl::StrFormat("%d:%02d", static_cast<int>(eta) / 60,
+                                                              static_cast<int>(eta) % 60)
+                                            : std::string("-:--");
+      std::fprintf(stderr, "\r%-9s [%s] %5.1f%% %s ETA %s ", phase_.c_str(), bar.c_str(),
+                   100 * frac, amount.c_str(), eta_text.c_str());
       drawn_ = true;
-    } else {
+    } else if (measured) {
       std::fprintf(stderr, "prepare: %s %.1f%% (%s, ETA %.0f s)\n", phase_.c_str(), 100 * frac,
                    amount.c_str(), eta);
+    } else {
+      std::fprintf(stderr, "prepare: %s %.1f%% (%s)\n", phase_.c_str(), 100 * frac, amount.c_str());
     }
   }
   void Finish() {
@@ -156,6 +165,14 @@ int RunPrepareCommand(const std::vector<std::string>& positional) {
     std::printf("  tokenizer   trained BPE, vocab %d, on %.1f MB sample (%llu lines) in %.1f s\n",
                 s->vocab_size, s->sample_bytes / 1e6,
                 static_cast<unsigned long long>(s->sample_lines), s->tokenizer_seconds);
+    // SentencePiece stops merging when the sample has no more pairs to merge: say so,
+    // the model's vocabulary (and the checkpoint's shape) follows the real size.
+    if (s->vocab_size < o.vocab_size) {
+      std::printf(
+          "              (--vocab-size %d asked for more pieces than this %.1f MB sample "
+          "yields: the vocabulary is %d)\n",
+          o.vocab_size, s->sample_bytes / 1e6, s->vocab_size);
+    }
   } else {
     std::printf("  tokenizer   %s, vocab %d\n", o.tokenizer_path.c_str(), s->vocab_size);
   }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace rt::cli {
@@ -17,6 +18,9 @@ struct Subcommand {
   std::vector<std::string> flags;
   // `positional` excludes the program and subcommand names. Returns the exit code.
   int (*run)(const std::vector<std::string>& positional);
+  // Defaults this subcommand uses instead of a flag's own (set before parsing, shown by
+  // --help), e.g. bench: {"steps", "5"} where --steps is otherwise a training length.
+  std::vector<std::pair<std::string, std::string>> flag_defaults = {};
 };
 
 // One accessor per subcommand, defined in src/cli/<name>.cc.

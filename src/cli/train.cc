@@ -164,7 +164,10 @@ absl::StatusOr<std::unique_ptr<train::ElasticReducer>> JoinTrainCluster(train::T
   e.min_peers = absl::GetFlag(FLAGS_min_peers);
   e.peer_timeout_ms = static_cast<int64_t>(peer_timeout_s * 1000);
   e.wait = setup.wait;
-  e.startup_grace_ms = std::min<int64_t>(10000, absl::ToInt64Milliseconds(setup.wait));
+  // The first view waits for every host for min(10 s, --wait / 2), then forms with a
+  // quorum of those present: half of --wait, so that a short --wait (say 10 s with
+  // --min-peers 1 and a host down) still leaves time to form before it runs out.
+  e.startup_grace_ms = std::min<int64_t>(10000, absl::ToInt64Milliseconds(setup.wait) / 2);
   e.ckpt_shared = absl::GetFlag(FLAGS_ckpt_shared);
   e.hosts_path = setup.hosts_path;
   e.precondition_from = ring_options.buckets.precondition_from;

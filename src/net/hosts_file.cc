@@ -48,6 +48,13 @@ absl::Status ParseHostPort(absl::string_view text, const std::string& where, std
   text = absl::StripAsciiWhitespace(text);
   absl::string_view port_text;
   if (text.empty()) return absl::InvalidArgumentError(where + ": empty host");
+  // First, so that two entries on one line are not taken for an IPv6 address.
+  for (char c : text) {
+    if (absl::ascii_isspace(static_cast<unsigned char>(c))) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: '%s' has white space inside: one HOST[:PORT] per line", where, text));
+    }
+  }
   if (text.front() == '[') {
     size_t close = text.find(']');
     if (close == absl::string_view::npos) {
@@ -91,12 +98,6 @@ absl::Status ParseHostPort(absl::string_view text, const std::string& where, std
   if (host->empty()) {
     return absl::InvalidArgumentError(absl::StrFormat("%s: empty host in '%s'", where, text));
   }
-  for (char c : *host) {
-    if (absl::ascii_isspace(static_cast<unsigned char>(c))) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: '%s' has whitespace inside (one HOST[:PORT] per line)", where, text));
-    }
-  }
   *port = kDefaultPort;
   if (!port_text.empty()) {
     uint32_t value = 0;
@@ -133,6 +134,7 @@ absl::StatusOr<std::vector<HostEntry>> ParseHostsText(absl::string_view text,
                                                       const std::string& source,
                                                       const HostResolver& resolve) {
   std::vector<HostEntry> entries;
+  std::vector<std::string> texts;  // entries[i]'s line as written, for error messages
   int line_no = 0;
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     ++line_no;
@@ -153,15 +155,17 @@ absl::StatusOr<std::vector<HostEntry>> ParseHostsText(absl::string_view text,
     e.address = *address;
     e.is_ipv6 = e.address.find(':') != std::string::npos;
     e.is_loopback = IsLoopbackAddress(e.address);
-    for (const auto& other : entries) {
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const HostEntry& other = entries[i];
       if (other.address == e.address && other.port == e.port) {
         return absl::InvalidArgumentError(absl::StrFormat(
             "%s: '%s' is the same peer (%s) as line %d ('%s'); each peer needs its own "
             "address or port",
-            where, line, e.Endpoint(), other.line, other.host));
+            where, line, e.Endpoint(), other.line, texts[i]));
       }
     }
     entries.push_back(std::move(e));
+    texts.emplace_back(line);
   }
   if (entries.empty()) {
     return absl::InvalidArgumentError(absl::StrFormat("%s: no hosts listed", source));

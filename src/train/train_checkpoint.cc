@@ -4,10 +4,12 @@
 #include <cstring>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/log.h"
 #include "core/status_macros.h"
 #include "model/param_layout.h"
 
@@ -146,11 +148,18 @@ absl::StatusOr<InferenceModel> LoadInferenceModel(const std::string& ckpt) {
   std::vector<std::string> problems;
   absl::StatusOr<ckpt::Checkpoint> checkpoint = ckpt::OpenLatestValidCheckpoint(ckpt, &problems);
   if (!checkpoint.ok()) {
-    std::string why =
-        problems.empty() ? "" : absl::StrCat(" (", absl::StrJoin(problems, "; "), ")");
+    // The error already describes one problem (a damaged step directory given
+    // directly, or the last one met): add only the others, so none is said twice.
+    std::vector<std::string> others;
+    for (const std::string& p : problems) {
+      if (!absl::StrContains(checkpoint.status().message(), p)) others.push_back(p);
+    }
+    std::string why = others.empty() ? "" : absl::StrCat("; also ", absl::StrJoin(others, "; "));
     return absl::Status(checkpoint.status().code(),
                         absl::StrCat(checkpoint.status().message(), why));
   }
+  // Like train: every newer checkpoint skipped for being invalid is reported.
+  for (const std::string& p : problems) LogWarning("skipping invalid checkpoint: %s", p);
   InferenceModel m;
   m.path = checkpoint->path();
   m.step = checkpoint->meta().step;

@@ -61,8 +61,10 @@ struct InferenceModel {
   int eot_id = -1;
 };
 
-// Newest valid checkpoint under `ckpt` (a --ckpt-dir or one step directory). Errors
-// name the directory and, when checkpoints were skipped, why.
+// Newest valid checkpoint under `ckpt` (a --ckpt-dir or one step directory). Every
+// invalid checkpoint newer than the one used is logged as a warning ("skipping invalid
+// checkpoint: step-00000020: params.bin truncated: ..."), as train does. Errors name
+// the directory and, when checkpoints were skipped, why (each reason once).
 absl::StatusOr<InferenceModel> LoadInferenceModel(const std::string& ckpt);
 
 }  // namespace rt::train

@@ -80,7 +80,11 @@ TEST_CASE("hosts file: errors name file and line") {
       {"[::1\n", "closing"},
       {"[10.0.0.1]:5\n", "not an IPv6"},
       {"[::1]x\n", "unexpected"},
-      {"a b\n", "whitespace"},
+      {"a b\n", "white space inside"},
+      // Two entries on one line: one per line, not "looks like an IPv6 address" (issue 19).
+      {"127.0.0.1:31500 127.0.0.1:31501\n",
+       "'127.0.0.1:31500 127.0.0.1:31501' has white space inside: one HOST[:PORT] per line"},
+      {"[::1]:1 [::1]:2\n", "white space inside"},
       {"# only comments\n\n", "no hosts"},
   };
   for (const auto& c : cases) {
@@ -93,6 +97,12 @@ TEST_CASE("hosts file: errors name file and line") {
   REQUIRE_FALSE(dup.ok());
   CHECK(std::string(dup.status().message()).find("h.txt:3") != std::string::npos);
   CHECK(std::string(dup.status().message()).find("line 1") != std::string::npos);
+  // Both lines are quoted as written, so the two spellings of one peer are visible.
+  dup = ParseHostsText("10.0.0.1:29500\n10.0.0.1\n", "h.txt", FakeResolve);
+  REQUIRE_FALSE(dup.ok());
+  CHECK(std::string(dup.status().message()) ==
+        "h.txt:2: '10.0.0.1' is the same peer (10.0.0.1:29500) as line 1 ('10.0.0.1:29500'); "
+        "each peer needs its own address or port");
 }
 
 TEST_CASE("hosts file: load from disk, missing file") {
