@@ -42,6 +42,12 @@ ABSL_FLAG(int, check_every, 10,
 ABSL_FLAG(int, global_batch, 0,
           "Sequences per optimizer step over all peers, shared out among the live peers "
           "(0 = batch * accum * hosts in the file); pass it explicitly to grow a job");
+ABSL_FLAG(std::string, balance, "on",
+          "With --hosts: on = each peer's share of the global batch follows its measured "
+          "speed (slow peers take fewer sequences); off = equal shares");
+ABSL_FLAG(double, max_skew, 8,
+          "With --balance on: a peer more than this many times slower than the fastest gets "
+          "no slots (it is re-measured every 16 steps)");
 ABSL_FLAG(double, peer_timeout, 3,
           "With --hosts: seconds of silence after which a peer is suspected and removed (a "
           "killed peer's closed sockets are noticed at once)");
@@ -131,6 +137,8 @@ absl::StatusOr<std::unique_ptr<train::ElasticReducer>> JoinTrainCluster(train::T
                        "hosts)",
                        c->global_batch)},
       {"batch", absl::StrFormat("%d sequences per micro-step", c->batch)},
+      {"balance", absl::StrFormat("--balance %s --max-skew %g", c->balance.enabled ? "on" : "off",
+                                  c->balance.max_skew)},
       {"lr", absl::StrCat(c->lr)},
       {"min_lr", absl::StrCat(c->min_lr)},
       {"warmup", absl::StrCat(c->warmup)},
@@ -239,6 +247,14 @@ int RunTrain(const std::vector<std::string>& positional) {
   c.ckpt_every = absl::GetFlag(FLAGS_ckpt_every);
   c.ckpt_keep = absl::GetFlag(FLAGS_keep);
   c.global_batch = absl::GetFlag(FLAGS_global_batch);
+  const std::string balance = absl::GetFlag(FLAGS_balance);
+  if (balance != "on" && balance != "off") {
+    std::fprintf(stderr, "ringtrain train: --balance must be on or off, got '%s'\n",
+                 balance.c_str());
+    return 2;
+  }
+  c.balance.enabled = balance == "on";
+  c.balance.max_skew = absl::GetFlag(FLAGS_max_skew);
   // Resuming is the default; without a --ckpt-dir there is nothing to resume from.
   c.resume = absl::GetFlag(FLAGS_resume) && !c.ckpt_dir.empty();
   c.metrics_path = absl::GetFlag(FLAGS_metrics);
@@ -278,9 +294,9 @@ int RunTrain(const std::vector<std::string>& positional) {
 std::vector<std::string> TrainFlagNames() {
   std::vector<std::string> names = ModelFlagNames();
   for (const std::string& n : OptimizerFlagNames()) names.push_back(n);
-  for (const char* n :
-       {"data", "ckpt_dir", "metrics", "eval_every", "eval_batches", "ckpt_every", "keep", "resume",
-        "check_every", "global_batch", "peer_timeout", "min_peers", "ckpt_shared"}) {
+  for (const char* n : {"data", "ckpt_dir", "metrics", "eval_every", "eval_batches", "ckpt_every",
+                        "keep", "resume", "check_every", "global_batch", "balance", "max_skew",
+                        "peer_timeout", "min_peers", "ckpt_shared"}) {
     names.push_back(n);
   }
   for (const std::string& n : RingFlagNames()) names.push_back(n);
@@ -299,6 +315,7 @@ const Subcommand& TrainSubcommand() {
       "                [--metrics FILE.jsonl] [--eval-every 100]\n"
       "                [--hosts FILE [--self HOST:PORT | --rank N] [--secret-file F] [--wait 120]\n"
       "                 [--peer-timeout 3] [--min-peers N] [--ckpt-shared]\n"
+      "                 [--balance on|off] [--max-skew 8]\n"
       "                 [--compress none|bf16|topk:D|auto] [--bucket-mb 25] [--check-every 10]]\n"
       "Prints one line per step (loss, learning rate, gradient norm, tokens/s, step time);\n"
       "with --eval-every, the validation loss and bits per byte. Resumes from the newest valid\n"
@@ -307,7 +324,8 @@ const Subcommand& TrainSubcommand() {
       "carry on; a restarted peer rejoins and receives the state; the leader (lowest live\n"
       "rank) writes checkpoints (its successor a copy unless --ckpt-shared). SIGTERM/SIGINT\n"
       "stop every peer (or the one peer alone) at a step boundary after a checkpoint; SIGHUP\n"
-      "re-reads the hosts file.\n"
+      "re-reads the hosts file. --balance on (the default) gives faster peers more of each\n"
+      "step's sequences (metrics: slots, wait_ms).\n"
       "--metrics m.jsonl becomes m.rank<R>.jsonl per peer.",
       TrainFlagNames(), &RunTrain};
   return sub;

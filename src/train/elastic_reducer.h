@@ -95,8 +95,13 @@ class ElasticReducer final : public GradientReducer {
   static absl::StatusOr<std::unique_ptr<ElasticReducer>> Create(ElasticOptions options);
   ~ElasticReducer() override;
 
-  int rank() const override { return position_; }
+  // The position in the view's ring as it is now: a probe may re-order the ring
+  // inside BeginStep (ring_gradient_reducer.h), so read it after BeginStep.
+  int rank() const override { return inner_ ? inner_->rank() : position_; }
   int peers() const override { return size_; }
+  std::vector<int> member_ids() const override {
+    return inner_ ? inner_->member_ids() : std::vector<int>{options_.node->self_rank()};
+  }
   uint64_t epoch() const override { return view_.epoch; }
   int leader() const override { return leader_rank_; }
   int host_rank() const { return options_.node->self_rank(); }

@@ -39,6 +39,14 @@ namespace rt::train {
 struct StepTotals {
   double loss_sum = 0;  // sum of per-token cross-entropy (nats) over the tokens below
   int64_t tokens = 0;   // target tokens trained on in this step
+  // Load balancing (train/slot_balancer.h). In: this peer's compute seconds of the
+  // step (forward+backward, no waits) and the slots it trained. Out (filled by
+  // Finish): every ring position's figures, indexed by position; exact, so identical
+  // on every peer.
+  double compute_s = 0;
+  int slots = 0;
+  std::vector<double> peer_compute_s;
+  std::vector<int> peer_slots;
 };
 
 // The trainer's state as elastic hooks see it: served to peers that are behind, and
@@ -63,6 +71,13 @@ class GradientReducer {
   // This peer's position among the peers of the current step (BatchSampler::SlotsOf).
   virtual int rank() const = 0;
   virtual int peers() const = 0;
+  // The peers' ids in ring position order (the same vector on every peer; stable
+  // while the view lasts, e.g. node ranks): what load balancing keys speeds by.
+  virtual std::vector<int> member_ids() const {
+    std::vector<int> ids(static_cast<size_t>(peers()));
+    for (int p = 0; p < peers(); ++p) ids[p] = p;
+    return ids;
+  }
   // Cluster view: epoch (grows on every membership change) and the leader's
   // hosts-file rank (a fixed ring: 0, the peer at ring position 0).
   virtual uint64_t epoch() const { return 0; }
@@ -143,7 +158,11 @@ class LocalGradientReducer final : public GradientReducer {
   int peers() const override { return 1; }
   absl::Status BeginStep(int64_t, absl::Span<float>) override { return absl::OkStatus(); }
   void OnGradReady(size_t) override {}
-  absl::Status Finish(StepTotals*) override { return absl::OkStatus(); }
+  absl::Status Finish(StepTotals* totals) override {
+    totals->peer_compute_s = {totals->compute_s};
+    totals->peer_slots = {totals->slots};
+    return absl::OkStatus();
+  }
   bool StopAfterThisStep() const override { return watch_signals_ && StopRequested(); }
 
  private:

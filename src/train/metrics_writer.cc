@@ -27,6 +27,8 @@ std::string StepMetricsJson(const StepMetrics& m) {
       m.step, Number(m.loss), Number(m.lr), m.tokens, Number(m.tokens_per_s), Number(m.step_ms),
       Number(m.compute_ms), Number(m.comm_ms), m.bytes_sent, Number(m.grad_norm), m.peers, m.rank,
       m.epoch, m.leader, m.param_hash);
+  // Load balancing: this peer's share of the step and its wait for the slowest peer.
+  absl::StrAppend(&s, ",\"slots\":", m.slots, ",\"wait_ms\":", Number(m.wait_ms));
   if (m.val_loss) absl::StrAppend(&s, ",\"val_loss\":", Number(*m.val_loss));
   if (m.val_bpb) absl::StrAppend(&s, ",\"val_bpb\":", Number(*m.val_bpb));
   s += "}";

@@ -29,6 +29,11 @@ struct StepMetrics {
   int rank = 0;
   uint64_t epoch = 0;
   int leader = 0;
+  // Load balancing (train/slot_balancer.h): the slots (sequences) this peer trained
+  // on in this step, and how long it waited for the slowest peer's compute at the
+  // step's end (the agreed compute times: slowest minus this peer's, at most comm_ms).
+  int slots = 0;
+  double wait_ms = 0;
   std::string param_hash;                   // hex
   std::optional<double> val_loss, val_bpb;  // only on evaluation steps
 };

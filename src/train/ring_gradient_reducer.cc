@@ -93,6 +93,11 @@ std::vector<int> RingGradientReducer::ring_order() const {
   return tcp_ != nullptr ? tcp_->order() : std::vector<int>();
 }
 
+std::vector<int> RingGradientReducer::member_ids() const {
+  if (tcp_ != nullptr) return tcp_->order();
+  return GradientReducer::member_ids();
+}
+
 void RingGradientReducer::ResetPlanning() {
   probed_ = false;
   probe_index_ = 0;
@@ -265,14 +270,27 @@ absl::Status RingGradientReducer::Finish(StepTotals* totals) {
 
   // Loss and token counts: exact sums in rank order (tokens < 2^53 are exact doubles);
   // the timings ride along, so every peer holds the same means for the next plan.
-  double values[4] = {totals->loss_sum, static_cast<double>(totals->tokens), backward_s, compute_s};
-  RETURN_IF_ERROR(WithContext(collective::AllreduceSumF64(ring_.get(), values, options_.timeout),
-                              absl::StrFormat("step %d: summing loss and tokens", step_ + 1)));
-  counted_bytes_ += sizeof(values) * static_cast<uint64_t>(peers() - 1);
+  // Load balancing figures: each peer fills its own position, zeros elsewhere, so the
+  // sums are exact copies of every peer's figures (slot_balancer.h).
+  const size_t n = static_cast<size_t>(peers()), me = static_cast<size_t>(rank());
+  std::vector<double> values(4 + 2 * n, 0.0);
+  values[0] = totals->loss_sum;
+  values[1] = static_cast<double>(totals->tokens);
+  values[2] = backward_s;
+  values[3] = compute_s;
+  values[4 + me] = totals->compute_s;
+  values[4 + n + me] = totals->slots;
+  RETURN_IF_ERROR(WithContext(
+      collective::AllreduceSumF64(ring_.get(), absl::MakeSpan(values), options_.timeout),
+      absl::StrFormat("step %d: summing loss and tokens", step_ + 1)));
+  counted_bytes_ += values.size() * sizeof(double) * static_cast<uint64_t>(peers() - 1);
   totals->loss_sum = values[0];
   totals->tokens = static_cast<int64_t>(values[1]);
   measured_backward_s_ = values[2] / peers();
   measured_compute_s_ = values[3] / peers();
+  totals->peer_compute_s.assign(values.begin() + 4, values.begin() + 4 + n);
+  totals->peer_slots.resize(n);
+  for (size_t p = 0; p < n; ++p) totals->peer_slots[p] = static_cast<int>(values[4 + n + p]);
   finish_return_ns_ = NowNs();
   return absl::OkStatus();
 }

@@ -119,6 +119,8 @@ class RingGradientReducer final : public GradientReducer {
 
   int rank() const override { return ring_->rank(); }
   int peers() const override { return ring_->size(); }
+  // A TCP ring: its order (node ranks); otherwise the positions.
+  std::vector<int> member_ids() const override;
 
   absl::Status BeginStep(int64_t step, absl::Span<float> grads) override;
   void OnGradReady(size_t offset) override;

@@ -14,6 +14,9 @@ absl::Status TrainConfig::Validate() const {
   if (accum < 1) return bad("--accum must be >= 1, got %d", accum);
   if (global_batch < 0)
     return bad("--global-batch must be >= 0 (0 = default), got %d", global_batch);
+  if (!(balance.max_skew >= 1) || !std::isfinite(balance.max_skew)) {
+    return bad("--max-skew must be a number >= 1, got %g", balance.max_skew);
+  }
   if (steps < 0) return bad("--steps must be >= 0, got %d", steps);
   if (!(lr > 0) || !std::isfinite(lr)) return bad("--lr must be positive, got %g", lr);
   if (!(min_lr >= 0) || min_lr > lr) {

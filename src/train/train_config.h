@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "model/gpt_config.h"
 #include "optim/adamw.h"
+#include "train/slot_balancer.h"
 
 namespace rt::train {
 
@@ -25,6 +26,10 @@ struct TrainConfig {
   // share them out, each in micro-steps of `batch`, so the data order and the update
   // do not depend on how many peers train. 0 = batch * accum * peers of the reducer.
   int global_batch = 0;
+
+  // Load balancing (--balance on|off, --max-skew; train/slot_balancer.h): shares of
+  // the global batch follow each peer's measured speed. Must be equal on every peer.
+  BalanceOptions balance;
 
   // Optimizer: AdamW + linear warm-up + cosine decay to min_lr, global-norm clip.
   float lr = 6e-4f, min_lr = 6e-5f;

@@ -1,6 +1,7 @@
 // The training loop (see trainer.h for the outline and guarantees).
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -68,6 +69,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
                                                          config.data_dir, shape.seq_len));
   }
   t->sampler_ = std::move(*sampler);
+  t->balancer_.emplace(slots, config.balance);
   const bool val_fits = t->val_data_->num_tokens() >= static_cast<uint64_t>(shape.seq_len) + 1;
   if (config.eval_every > 0) {
     if (!val_fits) {
@@ -219,6 +221,8 @@ absl::Status Trainer::Run() {
     absl::Status st = TrainStep(&m);
     if (step_ > before) reducer_->StepCompleted(step_);
     if (!st.ok()) {
+      // Peers may have seen different figures of the failed step: shares start equal.
+      balancer_->Reset();
       RETURN_IF_ERROR(reducer_->StepFailed(st));  // OK: the cluster re-forms; redo it
       if (step_ == before) continue;
       // The step was applied; only its closing check failed. Carry on from it.
@@ -274,15 +278,42 @@ absl::Status Trainer::TrainStep(StepMetrics* metrics) {
   grads_.Zero();
   RETURN_IF_ERROR(reducer_->BeginStep(step_, grads_.span()));
 
-  // 2. Micro-steps over this peer's slots, `batch` sequences at a time. Every token of
-  //    the global step weighs 1/global_tokens, so the sum over peers is the mean.
-  const std::vector<int> my_slots = sampler_->SlotsOf(reducer_->rank(), reducer_->peers());
+  // 2. This peer's slots (read after BeginStep: a probe may re-order the ring). With
+  //    --balance the agreed shares follow the peers' speeds and each peer takes a
+  //    contiguous range in ring order; without, the equal strided split. Which peer
+  //    computes which slot never changes the windows (DESIGN invariant 3).
+  const int position = reducer_->rank();
+  const std::vector<int> members = reducer_->member_ids();
+  if (static_cast<int>(members.size()) != reducer_->peers() || position < 0 ||
+      position >= reducer_->peers()) {
+    return absl::InternalError(absl::StrFormat("step %d: ring position %d of %d peers (%d ids)",
+                                               step_ + 1, position, reducer_->peers(),
+                                               members.size()));
+  }
+  if (reducer_->epoch() != balancer_epoch_) {  // a new view: shares start equal again
+    balancer_->Reset();
+    balancer_epoch_ = reducer_->epoch();
+  }
+  const std::vector<int> shares = balancer_->Assign(members, step_);
+  std::vector<int> my_slots;
+  if (config_.balance.enabled) {
+    int first_slot = 0;
+    for (int p = 0; p < position; ++p) first_slot += shares[p];
+    for (int i = 0; i < shares[position]; ++i) my_slots.push_back(first_slot + i);
+  } else {
+    my_slots = sampler_->SlotsOf(position, reducer_->peers());
+  }
+
+  // 3. Micro-steps over this peer's slots, `batch` sequences at a time (a share above
+  //    --batch is more micro-steps; memory stays that of `batch`). Every token of the
+  //    global step weighs 1/global_tokens, so the sum over peers is the mean.
   const int64_t global_tokens = static_cast<int64_t>(sampler_->slots()) * T;
   const float grad_scale = 1.0f / static_cast<float>(global_tokens);
   std::vector<int32_t> tokens(static_cast<size_t>(config_.batch) * T);
   std::vector<int32_t> targets(tokens.size());
   std::function<void(size_t)> on_ready = [this](size_t offset) { reducer_->OnGradReady(offset); };
   StepTotals totals;
+  Stopwatch compute_watch;  // forward+backward of this peer's share: its speed
   for (size_t first = 0; first < my_slots.size(); first += config_.batch) {
     if (reducer_->StepAborted()) {
       // A view change made this step's ring useless: settle the reducer, then fail.
@@ -303,12 +334,26 @@ absl::Status Trainer::TrainStep(StepMetrics* metrics) {
     totals.tokens += static_cast<int64_t>(count) * T;
   }
   if (my_slots.empty()) reducer_->OnGradReady(0);  // nothing to add: all final at once
+  totals.compute_s = compute_watch.ElapsedSeconds();
+  totals.slots = static_cast<int>(my_slots.size());
   const double backward_ms = step_watch.ElapsedMs();
 
-  // 3. Sum gradients (and loss, tokens) over peers.
+  // 4. Sum gradients (and loss, tokens, every peer's speed figures) over peers.
   Stopwatch comm_watch;
   RETURN_IF_ERROR(reducer_->Finish(&totals));
   const double comm_ms = comm_watch.ElapsedMs();
+  if (totals.peer_slots != shares) {
+    // Peers computed different splits (they saw different figures): nothing is
+    // applied; every peer's balancer starts over, and the step is redone.
+    balancer_->Reset();
+    return absl::AbortedError(absl::StrFormat(
+        "step %d: the peers trained slot shares %s, this peer expected %s", step_ + 1,
+        absl::StrJoin(totals.peer_slots, ","), absl::StrJoin(shares, ",")));
+  }
+  balancer_->Observe(members, totals.peer_compute_s, totals.peer_slots);
+  double slowest_s = 0;
+  for (double s : totals.peer_compute_s) slowest_s = std::max(slowest_s, s);
+  const double wait_ms = std::clamp((slowest_s - totals.compute_s) * 1e3, 0.0, comm_ms);
   if (totals.tokens != global_tokens) {
     return absl::InternalError(
         absl::StrFormat("step %d: peers trained on %d tokens, the step needs %d", step_,
@@ -316,7 +361,7 @@ absl::Status Trainer::TrainStep(StepMetrics* metrics) {
   }
   const double loss = totals.loss_sum / static_cast<double>(totals.tokens);
 
-  // 4. Clip by the global norm, then one AdamW step (t is 1-based). A preconditioned
+  // 5. Clip by the global norm, then one AdamW step (t is 1-based). A preconditioned
   //    step (top-k after its dense warm-up) was divided by the frozen second moment on
   //    every peer before the exchange: momentum only, no clipping (optim/adamw.h).
   Stopwatch update_watch;
@@ -346,6 +391,8 @@ absl::Status Trainer::TrainStep(StepMetrics* metrics) {
   m.tokens_per_s = m.step_ms > 0 ? totals.tokens / (m.step_ms * 1e-3) : 0;
   m.compute_ms = backward_ms + update_ms;
   m.comm_ms = comm_ms;
+  m.slots = totals.slots;
+  m.wait_ms = wait_ms;
   m.bytes_sent = reducer_->bytes_sent() - bytes_before;
   m.grad_norm = grad_norm;
   m.peers = reducer_->peers();
@@ -385,7 +432,10 @@ void Trainer::PrintStep(const StepMetrics& m) const {
     line = absl::StrFormat("step %5d/%d | loss %.4f | lr %.2e | norm %.3f | %6.0f tok/s | %7.1f ms",
                            m.step, config_.steps, m.loss, m.lr, m.grad_norm, m.tokens_per_s,
                            m.step_ms);
-    if (m.peers > 1) absl::StrAppendFormat(&line, " (comm %.1f ms)", m.comm_ms);
+    if (m.peers > 1) {
+      absl::StrAppendFormat(&line, " (comm %.1f ms, %d slots, wait %.1f ms)", m.comm_ms, m.slots,
+                            m.wait_ms);
+    }
   }
   if (m.val_loss) absl::StrAppendFormat(&line, " | val_loss %.4f", *m.val_loss);
   if (m.val_bpb) absl::StrAppendFormat(&line, " val_bpb %.4f", *m.val_bpb);

@@ -29,6 +29,7 @@
 #include "train/evaluator.h"
 #include "train/gradient_reducer.h"
 #include "train/metrics_writer.h"
+#include "train/slot_balancer.h"
 #include "train/train_config.h"
 
 namespace rt::train {
@@ -73,6 +74,8 @@ class Trainer {
   std::unique_ptr<GradientReducer> reducer_;
   std::optional<data::TokenDataset> train_data_, val_data_;
   std::optional<data::BatchSampler> sampler_;
+  std::optional<SlotBalancer> balancer_;  // shares of the global batch (--balance)
+  uint64_t balancer_epoch_ = 0;           // the view epoch the balancer's figures belong to
   std::unique_ptr<model::Gpt> gpt_;
   AlignedBuffer<float> params_, grads_;
   std::unique_ptr<optim::AdamW> adam_;

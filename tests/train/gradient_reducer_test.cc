@@ -73,6 +73,8 @@ class SummingReducer : public GradientReducer {
       for (size_t i = 0; i < n; ++i) sum[i] += ex_->grads[r][i];
       t.loss_sum += ex_->totals[r].loss_sum;
       t.tokens += ex_->totals[r].tokens;
+      t.peer_compute_s.push_back(ex_->totals[r].compute_s);  // every peer's figures
+      t.peer_slots.push_back(ex_->totals[r].slots);
     }
     ex_->Barrier();  // everyone has read every buffer before anyone overwrites its own
     std::copy(sum.begin(), sum.end(), ex_->grads[rank_].begin());
@@ -95,6 +97,12 @@ TEST_CASE("two peers through a GradientReducer equal one peer with the whole bat
   TrainConfig c = rt::train::testing::TinyConfig(dir.path());
   c.batch = 3;  // 2 peers x 3 = 6 slots per step
   c.steps = 4;
+  // --balance off (equal strided shares) and on (shares by measured speed, contiguous
+  // ranges, a share above --batch in more micro-steps): the same math either way.
+  bool balance = false;
+  SUBCASE("--balance off") { balance = false; }
+  SUBCASE("--balance on") { balance = true; }
+  c.balance.enabled = balance;
 
   TrainConfig one_peer = c;
   one_peer.batch = 6;

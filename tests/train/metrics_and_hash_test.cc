@@ -24,7 +24,9 @@ TEST_CASE("StepMetricsJson writes every field, null for non-finite numbers") {
   CHECK(s.find("\"loss\":2.5,") != std::string::npos);
   CHECK(s.find("\"lr\":0.0001,") != std::string::npos);
   CHECK(s.find("\"tokens_per_s\":null,") != std::string::npos);
-  CHECK(s.find("\"param_hash\":\"00ff\"}") != std::string::npos);
+  CHECK(s.find("\"param_hash\":\"00ff\"") != std::string::npos);
+  CHECK(s.find("\"slots\":0,\"wait_ms\":0") != std::string::npos);
+  CHECK(s.back() == '}');
   CHECK(s.find("val_loss") == std::string::npos);
   m.val_loss = 3.0;
   m.val_bpb = 1.25;
