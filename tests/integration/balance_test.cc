@@ -29,15 +29,15 @@ using rt::integration::ProcessGroup;
 using rt::integration::TempDir;
 using rt::integration::TestBasePort;
 
-// A model big enough that compute, not the loopback allreduce, dominates a step
-// (~1 ms of forward+backward per sequence on one thread).
+// A model big enough that compute, not the loopback allreduce or scheduling noise,
+// dominates a step (a few ms of forward+backward per sequence on one thread).
 std::vector<std::string> BalanceArgs(const std::string& data, int steps,
                                      const std::string& balance) {
   return {"--data",
           data,
           "--layers=2",
           "--heads=2",
-          "--dim=64",
+          "--dim=128",
           "--seq-len=64",
           "--batch=4",
           "--threads=1",
@@ -111,9 +111,12 @@ TEST_CASE("balance: a peer whose core is shared with a busy loop gets fewer slot
   WriteFaultData(tmp / "data");
   const int base = TestBasePort() + 20;
   constexpr int kSteps = 24;
-  // Peer i runs on core i; a busy loop shares core 1 (peer 1 at about half speed).
+  // Peer i runs on core i; three busy loops share core 1 (peer 1 at about a quarter
+  // of its speed: a clear skew even when other jobs load both cores of this machine).
   ProcessGroup burner(tmp.path());
-  burner.Start({"/usr/bin/taskset", "-c", "1", "/bin/sh", "-c", "while :; do :; done"});
+  for (int i = 0; i < 3; ++i) {
+    burner.Start({"/usr/bin/taskset", "-c", "1", "/bin/sh", "-c", "while :; do :; done"});
+  }
   const auto pinned = [](int i) {
     return std::vector<std::string>{"/usr/bin/taskset", "-c", std::to_string(i)};
   };
@@ -132,7 +135,8 @@ TEST_CASE("balance: a peer whose core is shared with a busy loop gets fewer slot
   CheckStepsAgree(on, kSteps, 32);
   MESSAGE("--balance on slots per step (peer 0, peer 1):\n" << SlotsTable(on));
 
-  // Off: equal shares throughout. On: the slowed peer ends with clearly fewer.
+  // Off: equal shares throughout. On: the slowed peer ends with clearly fewer (the
+  // margin allows for other jobs loading core 0 too; quiet, it had 4 of 32 slots).
   for (const auto& [step, m] : off[1]) CHECK(Slots(m) == 16);
   int fast = 0, slow = 0;
   for (int64_t s = kSteps - 7; s <= kSteps; ++s) {
@@ -159,7 +163,7 @@ TEST_CASE("balance: 3 peers, repeated short SIGSTOPs slow one, then another; slo
   FaultCluster c(tmp / "run", 3, BalanceArgs(tmp / "data", kSteps, "on"), base);
   c.WriteHostsAll({0, 1, 2});
   for (int i = 0; i < 3; ++i) c.Start(i);
-  // The throttle: the slow peer is stopped 40 ms of every 80 (SIGSTOP/SIGCONT, far
+  // The throttle: the slow peer is stopped 60 ms of every 100 (SIGSTOP/SIGCONT, far
   // below --peer-timeout 5 s), peer 1 until some peer reports step kSwitch, then peer 2.
   std::atomic<bool> done{false};
   std::atomic<int> slow{1};
@@ -168,7 +172,7 @@ TEST_CASE("balance: 3 peers, repeated short SIGSTOPs slow one, then another; slo
     while (!done.load()) {
       const int who = slow.load();
       c.Signal(who, SIGSTOP);
-      std::this_thread::sleep_for(std::chrono::milliseconds(40));
+      std::this_thread::sleep_for(std::chrono::milliseconds(60));
       c.Signal(who, SIGCONT);
       std::this_thread::sleep_for(std::chrono::milliseconds(40));
     }
@@ -207,7 +211,7 @@ TEST_CASE("balance: 3 peers, repeated short SIGSTOPs slow one, then another; slo
     const int s2 = Slots(by_peer[2].at(s));
     behind_after += s2 < Slots(by_peer[0].at(s)) && s2 < Slots(by_peer[1].at(s));
   }
-  // Mostly (a stop lands in a step at random; a step or two may look even).
-  CHECK_MESSAGE(behind_before * 4 >= n_before * 3, behind_before << " of " << n_before);
-  CHECK_MESSAGE(behind_after * 4 >= n_after * 3, behind_after << " of " << n_after);
+  // Mostly (a stop lands in a step at random; some steps may look even).
+  CHECK_MESSAGE(behind_before * 3 >= n_before * 2, behind_before << " of " << n_before);
+  CHECK_MESSAGE(behind_after * 3 >= n_after * 2, behind_after << " of " << n_after);
 }
