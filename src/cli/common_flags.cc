@@ -63,8 +63,9 @@ ABSL_FLAG(double, comm_budget, 0,
 ABSL_FLAG(int, topk_warmup, 75,
           "Top-k warm-up: N dense steps (AdamW's second moment is then frozen and each peer "
           "preconditions its gradient before top-k), then N steps of density falling to "
-          "--compress topk:D (0 = top-k from the first step, no preconditioning; --compress "
-          "auto ignores it)");
+          "--compress topk:D (0 = top-k from the first step, no preconditioning); with "
+          "--compress auto: no top-k in the first N steps, the same ramp after them, and "
+          "every bucket preconditioned from step N on");
 
 namespace rt::cli {
 
@@ -114,9 +115,10 @@ absl::StatusOr<std::string> ApplyCommFlags(train::RingReducerOptions* options) {
   std::string codec;
   if (compress == "auto") {
     comm.auto_codec = true;
-    // auto plans for time: its top-k buckets start at once and feed AdamW directly (no
-    // dense warm-up, no preconditioning: a bucket may change codec at any step).
-    options->buckets.topk_warmup_steps = 0;
+    // auto learns like fixed top-k (train/ring_gradient_reducer.h "auto's warm-up"):
+    // no top-k before step W, the same density ramp after it, and from W on every
+    // bucket preconditioned, whatever codec the planner gives it at each step.
+    if (topk_warmup > 0) options->buckets.precondition_from = topk_warmup;
     comm.zstd_level = zstd_level > 0 ? zstd_level : 1;
     options->buckets.codec = collective::CodecSpec();
     codec = absl::StrFormat("auto zstd=%d", comm.zstd_level);

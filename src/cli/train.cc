@@ -166,6 +166,8 @@ absl::StatusOr<std::unique_ptr<train::ElasticReducer>> JoinTrainCluster(train::T
   std::sort(ring_options.buckets.dense_ranges.begin(), ring_options.buckets.dense_ranges.end(),
             [](const auto& a, const auto& b) { return a.begin < b.begin; });
   ring_options.check_every = check_every;
+  // Residuals, calibration and measurements outlive each view's reducer.
+  ring_options.carried = std::make_shared<train::CarriedCommState>();
 
   train::ElasticOptions e;
   e.node = node;

@@ -16,15 +16,29 @@ BucketExchange::BucketExchange(size_t length, std::vector<IndexRange> dense_rang
   sparse_count_ = length_ - dense;
 }
 
-void BucketExchange::FoldResidualInto(absl::Span<float> grads) {
+void BucketExchange::AddResidualTo(absl::Span<float> grads) {
   if (residual_.size() == 0) return;
   for (size_t i = 0; i < length_; ++i) grads[i] += residual_[i];
-  residual_.Zero();
+  pending_ = Pending::kFolded;
+}
+
+void BucketExchange::Commit() {
+  if (pending_ == Pending::kFolded) residual_.Zero();  // it went out with the dense sum
+  pending_ = Pending::kNothing;
+}
+
+void BucketExchange::Rollback() {
+  if (pending_ == Pending::kSelected) {
+    for (size_t j = 0; j < selection_.indices.size(); ++j) {
+      residual_[selection_.indices[j]] += Bf16ToFloat(selection_.values[j]);
+    }
+  }
+  pending_ = Pending::kNothing;
 }
 
 absl::Status BucketExchange::RunDense(net::RingTransport* ring, absl::Span<float> grads,
                                       const AllreduceOptions& options, ExchangeStats* stats) {
-  FoldResidualInto(grads);
+  AddResidualTo(grads);
   Stopwatch watch;
   AllreduceOptions fp32 = options;
   fp32.wire = WireFormat::kFp32;
@@ -43,6 +57,7 @@ absl::Status BucketExchange::Run(net::RingTransport* ring, absl::Span<float> gra
     return absl::InvalidArgumentError(absl::StrFormat(
         "bucket exchange: got %d floats for a bucket of %d", grads.size(), length_));
   }
+  Commit();  // the previous Run is final
   const int n = ring->size();
   if (spec.kind == CodecKind::kNone || n == 1) return RunDense(ring, grads, options, stats);
   if (residual_.size() != length_) residual_.Resize(length_);
@@ -65,6 +80,7 @@ absl::Status BucketExchange::Run(net::RingTransport* ring, absl::Span<float> gra
   Stopwatch watch;
   SelectTopKWithFeedback(grads, residual_.span(), TopKCount(sparse_count_, density), dense_ranges_,
                          &selection_);
+  pending_ = Pending::kSelected;
   EncodeSparse(selection_, static_cast<uint32_t>(length_), spec.zstd_level, &encoded_);
   stats->encode_ms += watch.ElapsedMs();
   stats->entries_sent += selection_.indices.size();

@@ -12,6 +12,20 @@
 //         fp32 path (residual flushed) when alone or when N*density >= 2.
 // The residual persists across steps (one buffer of the bucket's size, allocated
 // on first use of a lossy codec).
+//
+// Steps that are not applied. A Run is final once the next Run starts or Commit() is
+// called; Rollback() instead undoes what the last Run did to the residual, for a step
+// that was interrupted (a view change) and will be redone without it:
+//   none  the residual folded into the exchange is kept (it is zeroed only on commit);
+//   topk  the entries the Run selected are added back (residual[i] += sent[i]), so the
+//         residual holds that step's gradient too, as if nothing had been selected:
+//         exact (sent[i] + residual[i] == v[i] in fp32, topk_select.h) and O(k);
+//   bf16  nothing: the residual keeps the rounding errors of the interrupted exchange,
+//         which replace the previous ones (both are below bf16's resolution of the
+//         values; an exact undo would need a copy of the whole residual every step).
+// So, for none and top-k, over any sequence of Runs and Rollbacks: sum of what this
+// peer sent in committed Runs + residual == sum of the gradients of committed Runs +
+// the gradients of rolled-back top-k Runs (tests/train/residual_carry_test.cc).
 #pragma once
 
 #include <cstdint>
@@ -50,8 +64,15 @@ class BucketExchange {
   // What error feedback keeps for later steps (empty before any lossy codec).
   absl::Span<const float> residual() const { return residual_.span(); }
 
+  // Between Runs: the last Run's effect on the residual is final / undone (see the
+  // file comment). Both are idempotent and do nothing after a Commit or Rollback.
+  void Commit();
+  void Rollback();
+
  private:
-  void FoldResidualInto(absl::Span<float> grads);  // grads += residual; residual = 0
+  // What the last Run left to commit or undo.
+  enum class Pending { kNothing, kFolded, kSelected };
+  void AddResidualTo(absl::Span<float> grads);  // grads += residual (zeroed on commit)
   absl::Status RunDense(net::RingTransport* ring, absl::Span<float> grads,
                         const AllreduceOptions& options, ExchangeStats* stats);
 
@@ -59,7 +80,8 @@ class BucketExchange {
   std::vector<IndexRange> dense_ranges_;
   size_t sparse_count_ = 0;
   AlignedBuffer<float> residual_;
-  SparseVector selection_;
+  Pending pending_ = Pending::kNothing;
+  SparseVector selection_;  // the last top-k Run's entries (kept for Rollback)
   std::vector<uint8_t> encoded_;
 };
 

@@ -62,8 +62,37 @@ absl::Status BucketedReducer::SetRing(net::RingTransport* ring) {
   return absl::OkStatus();
 }
 
+absl::Status BucketedReducer::CommitStep() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (active_) return absl::FailedPreconditionError("bucketed reducer: CommitStep during a step");
+  for (auto& e : exchanges_) e->Commit();
+  pending_ = false;
+  return absl::OkStatus();
+}
+
+absl::Status BucketedReducer::RollbackStep() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (active_) {
+    return absl::FailedPreconditionError("bucketed reducer: RollbackStep during a step");
+  }
+  for (auto& e : exchanges_) e->Rollback();
+  pending_ = false;
+  return absl::OkStatus();
+}
+
+bool BucketedReducer::step_pending() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pending_;
+}
+
+bool BucketedReducer::active() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return active_;
+}
+
 absl::Status BucketedReducer::Start(absl::Span<float> grads, int64_t step) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (ring_ == nullptr) return absl::FailedPreconditionError("bucketed reducer: no ring");
   if (broken_) {
     return absl::FailedPreconditionError(
         "bucketed reducer: an earlier step failed; the ring must be re-formed");
@@ -74,6 +103,10 @@ absl::Status BucketedReducer::Start(absl::Span<float> grads, int64_t step) {
         "bucketed reducer: gradient span has %d floats, the reducer was built for %d", grads.size(),
         length_));
   }
+  if (pending_) {  // the previous step is final (each exchange also commits on its next Run)
+    for (auto& e : exchanges_) e->Commit();
+  }
+  pending_ = true;
   grads_ = grads;
   step_ = step;
   ready_offset_ = length_;

@@ -16,8 +16,13 @@
 // reporting o, nor use the transport (the communication thread owns it). Outside a
 // step the caller may use the transport (e.g. small collectives) on its own thread.
 // After a failed step the reducer refuses further steps (the ring's state is
-// unknown) until SetRing gives it a new transport (the residuals of the failed
-// step's unfinished buckets may then miss what was in flight).
+// unknown) until SetRing gives it a new transport.
+//
+// Steps that are not applied (bucket_exchange.h "Steps that are not applied"): a
+// step's effect on the residuals is final once CommitStep() is called or the next
+// Start() begins; RollbackStep() instead undoes it for every bucket that ran, so a
+// step interrupted by a view change (or whose result was discarded for any other
+// reason) can be redone without leaving a trace in error feedback.
 #pragma once
 
 #include <condition_variable>
@@ -73,6 +78,7 @@ class BucketedReducer {
   BucketedReducer& operator=(const BucketedReducer&) = delete;
 
   const std::vector<Bucket>& buckets() const { return buckets_; }
+  size_t length() const { return length_; }  // floats in the gradient span
 
   // Codec of one bucket / all buckets from the next Start() on (between steps).
   void SetCodec(size_t bucket, const CodecSpec& spec);
@@ -82,9 +88,17 @@ class BucketedReducer {
   const CodecSpec& codec(size_t bucket) const { return codecs_[bucket]; }
 
   // Between steps: continue on `ring` (re-formed in another order, or another
-  // membership; it must outlive the reducer). Buckets, codecs and error-feedback
+  // membership; it must outlive the reducer, or be replaced before it dies; null =
+  // none until the next SetRing: Start fails). Buckets, codecs and error-feedback
   // residuals are kept. Error during a step.
   absl::Status SetRing(net::RingTransport* ring);
+
+  // Between steps: the last step's residuals are final / undone (see the file
+  // comment). Errors during a step. step_pending(): a step ran and neither happened yet.
+  absl::Status CommitStep();
+  absl::Status RollbackStep();
+  bool step_pending() const;
+  bool active() const;  // between Start and Finish
 
   // Begins a step over `grads` (length floats; stays valid until Finish returns).
   absl::Status Start(absl::Span<float> grads, int64_t step);
@@ -93,7 +107,9 @@ class BucketedReducer {
   // Everything is final: waits for all buckets. grads then holds the sum over peers.
   absl::Status Finish(ReduceStepStats* stats);
 
-  // Error-feedback state of a bucket (for tests and reports).
+  // Error-feedback state of a bucket (for tests and reports): as the last step left it
+  // (a dense bucket's residual that went out with the sum reads zero only once the
+  // step is committed).
   absl::Span<const float> residual(size_t bucket) const { return exchanges_[bucket]->residual(); }
 
  private:
@@ -106,12 +122,13 @@ class BucketedReducer {
   std::vector<CodecSpec> codecs_;
   std::vector<std::unique_ptr<BucketExchange>> exchanges_;
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable wake_comm_;  // ready offset moved / step started / stop
   std::condition_variable wake_finish_;
   bool stop_ = false;
   bool active_ = false;      // a step is running
   bool broken_ = false;      // a step failed
+  bool pending_ = false;     // a step ran; not yet committed or rolled back
   size_t ready_offset_ = 0;  // grads[ready_offset_, length) are final
   size_t next_bucket_ = 0;   // next bucket the comm thread will run
   absl::Span<float> grads_;

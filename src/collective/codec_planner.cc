@@ -151,7 +151,7 @@ absl::StatusOr<CodecPlan> PlanCodecs(const PlannerInputs& in, const PlannerOptio
     }
     return -1;
   };
-  while (total > in.budget_s) {
+  while (in.measured && total > in.budget_s) {
     int best_bucket = -1, best_rung = -1;
     double best_saving = 0;
     for (size_t b = 0; b < nb; ++b) {
@@ -179,7 +179,7 @@ absl::StatusOr<CodecPlan> PlanCodecs(const PlannerInputs& in, const PlannerOptio
     plan.predicted_s += c.predicted_s;  // recomputed in bucket order: no drift from `total`
     plan.buckets.push_back(c);
   }
-  plan.fits = plan.predicted_s <= in.budget_s;
+  plan.fits = in.measured && plan.predicted_s <= in.budget_s;
   return plan;
 }
 
@@ -195,11 +195,11 @@ absl::StatusOr<CodecPlan> Replan(const CodecPlan& previous, const PlannerInputs&
   const double h = o.hysteresis;
   const CodecSpeeds &a = old.speeds, &b = in.speeds;
   const bool moved =
-      Changed(old.bandwidth_bps, in.bandwidth_bps, h) || Changed(old.rtt_s, in.rtt_s, h) ||
-      Changed(old.budget_s, in.budget_s, h) || Changed(a.select_bps, b.select_bps, h) ||
-      Changed(a.encode_eps, b.encode_eps, h) || Changed(a.decode_eps, b.decode_eps, h) ||
-      Changed(a.bf16_bps, b.bf16_bps, h) || Changed(a.add_bps, b.add_bps, h) ||
-      Changed(a.zstd_compress_bps, b.zstd_compress_bps, h) ||
+      old.measured != in.measured || Changed(old.bandwidth_bps, in.bandwidth_bps, h) ||
+      Changed(old.rtt_s, in.rtt_s, h) || Changed(old.budget_s, in.budget_s, h) ||
+      Changed(a.select_bps, b.select_bps, h) || Changed(a.encode_eps, b.encode_eps, h) ||
+      Changed(a.decode_eps, b.decode_eps, h) || Changed(a.bf16_bps, b.bf16_bps, h) ||
+      Changed(a.add_bps, b.add_bps, h) || Changed(a.zstd_compress_bps, b.zstd_compress_bps, h) ||
       Changed(a.zstd_decompress_bps, b.zstd_decompress_bps, h) || a.zstd_level != b.zstd_level;
   if (!same_shape || moved) {
     if (replanned) *replanned = true;
@@ -215,7 +215,7 @@ absl::StatusOr<CodecPlan> Replan(const CodecPlan& previous, const PlannerInputs&
     kept.buckets[i].predicted_none_s = PredictBucketSeconds(in.buckets[i], CodecSpec{}, in);
     kept.predicted_s += kept.buckets[i].predicted_s;
   }
-  kept.fits = kept.predicted_s <= in.budget_s;
+  kept.fits = in.measured && kept.predicted_s <= in.budget_s;
   return kept;
 }
 
@@ -251,7 +251,10 @@ std::vector<std::string> DescribePlan(const CodecPlan& plan) {
   lines.push_back(absl::StrFormat(
       "auto codec plan: %d peers, link %.1f MB/s rtt %.2f ms: %s predicted, budget %s (%s)",
       in.peers, in.bandwidth_bps / 1e6, in.rtt_s * 1e3, FormatSeconds(plan.predicted_s),
-      FormatSeconds(in.budget_s), plan.fits ? "fits" : "does not fit: fastest plan"));
+      in.measured ? FormatSeconds(in.budget_s) : std::string("not measured yet"),
+      !in.measured ? "least lossy until measured"
+      : plan.fits  ? "fits"
+                   : "does not fit: fastest plan"));
   return lines;
 }
 

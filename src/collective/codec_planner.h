@@ -8,11 +8,12 @@
 //   or without zstd (lossless: whichever is predicted faster; so zstd is skipped when
 //   the link is faster than zstd).
 // Objective: the least lossy plan whose predicted total communication time fits the
-// budget; if no plan fits, the fastest one. Greedy: start with every bucket at "none";
-// while the total exceeds the budget, move the bucket whose move saves the most time
-// one step down to the least lossy rung that is faster than its current one (ties:
-// lowest bucket index). A bucket stops when no lossier rung is faster, so buckets that
-// never fit end at their fastest rung.
+// budget; if no plan fits, the fastest one. Without a measured budget (inputs.measured
+// false: the first step of a run) every bucket gets the least lossy rung, none. Greedy: start with
+// every bucket at "none"; while the total exceeds the budget, move the bucket whose move saves the
+// most time one step down to the least lossy rung that is faster than its current one (ties: lowest
+// bucket index). A bucket stops when no lossier rung is faster, so buckets that never fit end at
+// their fastest rung.
 //
 // Time model per bucket of n floats (B = bandwidth bytes/s, L = RTT/2 one-way, N peers):
 //   none   max(2(N-1)/N * 4n / B, (N-1)/N * 4n / add) + 2(N-1) L
@@ -72,6 +73,7 @@ struct PlannerInputs {
   double bandwidth_bps = 0;  // ring bottleneck, bytes/s
   double rtt_s = 0;          // largest RTT along the ring
   double budget_s = 0;       // time communication may take per step (hidden)
+  bool measured = true;      // false: budget_s is not known yet (plan none everywhere)
   CodecSpeeds speeds;
 };
 

@@ -102,6 +102,15 @@ void AdamW::Step(absl::Span<float> params, absl::Span<const float> grads, float 
   }
 }
 
+float AdamW::BlockFloor(size_t block, float inv_bc2) const {
+  const size_t block_end = std::min(n_, block + kPreconditionBlock);
+  const float* v = v_.data();
+  double sum = 0;  // over the whole block, wherever the caller's range cuts it
+  for (size_t j = block; j < block_end; ++j) sum += v[j];
+  return kPreconditionFloor *
+         std::sqrt(static_cast<float>(sum / static_cast<double>(block_end - block)) * inv_bc2);
+}
+
 void AdamW::Precondition(absl::Span<float> grads, size_t offset, int64_t frozen_t) const {
   if (offset > n_ || grads.size() > n_ - offset || frozen_t < 1) {
     std::fprintf(stderr, "AdamW::Precondition: %zu floats at %zu of %zu, frozen_t=%lld\n",
@@ -116,11 +125,7 @@ void AdamW::Precondition(absl::Span<float> grads, size_t offset, int64_t frozen_
   for (size_t block = offset - offset % kPreconditionBlock; block < end;
        block += kPreconditionBlock) {
     const size_t block_end = std::min(n_, block + kPreconditionBlock);
-    double sum = 0;  // over the whole block, wherever the caller's range cuts it
-    for (size_t j = block; j < block_end; ++j) sum += v[j];
-    const float floor =
-        kPreconditionFloor *
-        std::sqrt(static_cast<float>(sum / static_cast<double>(block_end - block)) * inv_bc2);
+    const float floor = BlockFloor(block, inv_bc2);
     const size_t b = std::max(block, offset), e = std::min(block_end, end);
     float* g = grads.data() - offset;  // indexed by span position
     for (size_t i = b; i < e; ++i) {
@@ -131,8 +136,15 @@ void AdamW::Precondition(absl::Span<float> grads, size_t offset, int64_t frozen_
 }
 
 void AdamW::StepPreconditioned(absl::Span<float> params, absl::Span<const float> grads, float lr,
-                               int64_t t, int64_t frozen_t) {
-  if (params.size() != n_ || grads.size() != n_ || frozen_t < 1 || t <= frozen_t) {
+                               int64_t t, int64_t frozen_t,
+                               const std::vector<FloatRange>& dense_sums) {
+  bool ranges_ok = true;
+  for (size_t k = 0; k < dense_sums.size(); ++k) {
+    const FloatRange& r = dense_sums[k];
+    ranges_ok = ranges_ok && r.first <= r.second && r.second <= n_ &&
+                (k == 0 || dense_sums[k - 1].second <= r.first);
+  }
+  if (params.size() != n_ || grads.size() != n_ || frozen_t < 1 || t <= frozen_t || !ranges_ok) {
     std::fprintf(stderr,
                  "AdamW::StepPreconditioned: params %zu, grads %zu floats, expected %zu; t=%lld, "
                  "frozen_t=%lld\n",
@@ -143,6 +155,7 @@ void AdamW::StepPreconditioned(absl::Span<float> params, absl::Span<const float>
   // The first preconditioned step carries the dense steps' momentum over into the new
   // units (m / d, the same division the gradients get).
   if (t == frozen_t + 1) Precondition(m_.span(), 0, frozen_t);
+  if (!dense_sums.empty()) UpdateFrozenV(grads, frozen_t, dense_sums);
   const double bc1 = 1.0 - std::pow(static_cast<double>(config_.beta1), static_cast<double>(t));
   const float step_size = static_cast<float>(lr / bc1);
   const float decay_factor = 1.0f - lr * config_.weight_decay;
@@ -161,6 +174,37 @@ void AdamW::StepPreconditioned(absl::Span<float> params, absl::Span<const float>
       const float mi = b1 * m[i] + one_minus_b1 * g[i];
       m[i] = mi;
       p[i] = p[i] * decay - step_size * mi;
+    }
+  }
+}
+
+void AdamW::UpdateFrozenV(absl::Span<const float> grads, int64_t frozen_t,
+                          const std::vector<FloatRange>& ranges) {
+  const double bc2 =
+      1.0 - std::pow(static_cast<double>(config_.beta2), static_cast<double>(frozen_t));
+  const float inv_bc2 = static_cast<float>(1.0 / bc2), bc2f = static_cast<float>(bc2);
+  const float b2 = config_.beta2, one_minus_b2 = 1.0f - config_.beta2;
+  // Every denominator from v as it was before this update: the floors of all blocks
+  // the ranges touch first, then each coordinate reads its own v before writing it.
+  std::vector<std::pair<size_t, float>> floors;  // (block start, floor)
+  for (const FloatRange& r : ranges) {
+    if (r.first == r.second) continue;
+    for (size_t block = r.first - r.first % kPreconditionBlock; block < r.second;
+         block += kPreconditionBlock) {
+      if (floors.empty() || floors.back().first != block) {
+        floors.emplace_back(block, BlockFloor(block, inv_bc2));
+      }
+    }
+  }
+  float* v = v_.data();
+  size_t f = 0;
+  for (const FloatRange& r : ranges) {
+    for (size_t i = r.first; i < r.second; ++i) {
+      const size_t block = i - i % kPreconditionBlock;
+      while (floors[f].first != block) ++f;
+      const float d = std::max(std::sqrt(v[i] * inv_bc2), floors[f].second) + config_.eps;
+      const float g = grads[i] * d;
+      v[i] = b2 * v[i] + one_minus_b2 * bc2f * g * g;
     }
   }
 }

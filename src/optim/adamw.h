@@ -70,14 +70,22 @@ class AdamW {
   static constexpr float kPreconditionFloor = 0.3f;
   // grads: gradient entries [offset, offset + grads.size()) of the span, divided in place.
   void Precondition(absl::Span<float> grads, size_t offset, int64_t frozen_t) const;
-  // One update from preconditioned, summed gradients; v is not touched. For every i:
+  // One update from preconditioned, summed gradients. For every i:
   //   (only when t == frozen_t + 1, the first such step: m_i /= d_i, so the momentum
   //    gathered by the dense steps continues in preconditioned units)
   //   p *= 1 - lr * weight_decay (inside decay ranges);  m = b1 m + (1-b1) g;
   //   p -= lr / (1-b1^t) * m.
+  // v stays frozen, except inside `dense_sums`: ranges whose sum of this step covers
+  // every coordinate (exchanged dense or bf16, not top-k: an exact gradient, not a
+  // sparse, delayed one), where v goes on learning from the gradient the peers
+  // summed, g_i * d_i (d_i from v before this update):
+  //   v_i = b2 v_i + (1-b2) * (1-b2^frozen_t) * (g_i d_i)^2
+  // (v keeps the scale of the dense steps' biased estimate, so d_i's formula and the
+  // frozen coordinates do not change). Ranges: sorted, disjoint, within the span.
   // No clipping: a global norm of preconditioned values has no fixed scale.
   void StepPreconditioned(absl::Span<float> params, absl::Span<const float> grads, float lr,
-                          int64_t t, int64_t frozen_t);
+                          int64_t t, int64_t frozen_t,
+                          const std::vector<FloatRange>& dense_sums = {});
 
   // Moments, same layout as the params span (for checkpoints: read or overwrite).
   absl::Span<float> m() { return m_.span(); }
@@ -91,6 +99,12 @@ class AdamW {
   const std::vector<FloatRange>& decay_ranges() const { return decay_ranges_; }
 
  private:
+  // kPreconditionFloor * rms of v / (1-b2^frozen_t) over the block starting at `block`.
+  float BlockFloor(size_t block, float inv_bc2) const;
+  // StepPreconditioned's update of v inside `ranges` (see there).
+  void UpdateFrozenV(absl::Span<const float> grads, int64_t frozen_t,
+                     const std::vector<FloatRange>& ranges);
+
   // A contiguous run of the span with one decay setting, small enough to balance threads.
   struct Piece {
     size_t begin, end;

@@ -120,6 +120,7 @@ absl::Status ElasticReducer::StepFailed(const absl::Status& error) {
 }
 
 void ElasticReducer::StepCompleted(int64_t step) {
+  if (inner_) inner_->StepCompleted(step);  // the step's residuals are final
   version_ = {view_.epoch, step};
   service_->StepCompleted(version_);
   consecutive_failures_ = 0;

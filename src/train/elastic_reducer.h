@@ -118,6 +118,9 @@ class ElasticReducer final : public GradientReducer {
     preconditioner_ = std::move(fn);
     if (inner_) inner_->SetPreconditioner(preconditioner_);
   }
+  std::vector<std::pair<size_t, size_t>> DenseSumRanges() const override {
+    return inner_ ? inner_->DenseSumRanges() : std::vector<std::pair<size_t, size_t>>();
+  }
 
   absl::Status AttachState(const TrainStateRef& state, uint64_t loaded_epoch) override;
   absl::StatusOr<BoundaryAction> AtStepBoundary() override;

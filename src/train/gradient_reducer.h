@@ -117,6 +117,11 @@ class GradientReducer {
   // reducer passes every bucket of this peer's gradient to `fn` (on its communication
   // thread; `offset` is the bucket's position in the whole buffer) before compressing it.
   virtual void SetPreconditioner(std::function<void(absl::Span<float>, size_t offset)> /*fn*/) {}
+  // Preconditioned steps: the [begin, end) float ranges of the gradient buffer whose
+  // sum in the last finished step covers every coordinate (exchanged dense or bf16,
+  // not top-k), sorted and disjoint, the same on every peer; AdamW's frozen second
+  // moment goes on learning there (optim/adamw.h StepPreconditioned). Default: none.
+  virtual std::vector<std::pair<size_t, size_t>> DenseSumRanges() const { return {}; }
   // Payload bytes this peer has sent so far (for metrics).
   virtual uint64_t bytes_sent() const { return 0; }
 
@@ -136,6 +141,9 @@ class GradientReducer {
   // loop must go back to AtStepBoundary and redo it; otherwise the error is fatal.
   virtual absl::Status StepFailed(const absl::Status& error) { return error; }
   // The loop completed (applied) optimizer step `step` (1-based count of steps done).
+  // A ring reducer makes that step's error-feedback residuals final here; a step that
+  // began but was never completed is undone at the next BeginStep
+  // (collective/bucketed_reducer.h "Steps that are not applied").
   virtual void StepCompleted(int64_t /*step*/) {}
   // After a completed step: every peer agreed to stop here (one was signalled).
   virtual bool StopAfterThisStep() const { return false; }

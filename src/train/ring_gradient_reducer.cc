@@ -54,17 +54,27 @@ RingGradientReducer::RingGradientReducer(std::unique_ptr<net::RingTransport> rin
                                          std::function<uint64_t()> bytes_sent)
     : ring_(std::move(ring)),
       options_(std::move(options)),
-      transport_bytes_(std::move(bytes_sent)) {}
+      transport_bytes_(std::move(bytes_sent)),
+      carried_(options_.carried ? options_.carried : std::make_shared<CarriedCommState>()) {}
 
 RingGradientReducer::RingGradientReducer(std::unique_ptr<net::TcpRing> ring,
                                          RingReducerOptions options)
-    : options_(std::move(options)) {
+    : options_(std::move(options)),
+      carried_(options_.carried ? options_.carried : std::make_shared<CarriedCommState>()) {
   net::TcpRing* tcp = ring.get();
   UseRing(std::move(ring), tcp);
 }
 
 RingGradientReducer::~RingGradientReducer() {
-  buckets_.reset();  // its communication thread may still point at the ring
+  // The bucketed reducer may outlive this reducer (carried to the next view's): its
+  // step ends here and it lets go of this ring, which dies with this reducer.
+  if (collective::BucketedReducer* b = buckets(); b != nullptr) {
+    if (in_step_ || b->active()) {
+      abort_->Abort(absl::AbortedError("reducer destroyed during a step"));
+      (void)b->Finish(nullptr);
+    }
+    (void)b->SetRing(nullptr);
+  }
   watch_next_.reset();
   watch_prev_.reset();
 }
@@ -105,14 +115,14 @@ void RingGradientReducer::ResetPlanning() {
   links_ = collective::RingLinkSummary();
   speeds_.reset();
   plan_.reset();
-  measured_backward_s_ = measured_compute_s_ = -1;
+  measured_backward_s_ = measured_compute_s_ = -1;  // the next plan agrees the carried ones
 }
 
 absl::Status RingGradientReducer::ReplaceRing(std::unique_ptr<net::TcpRing> ring,
                                               uint64_t channel_salt) {
   if (in_step_) return absl::FailedPreconditionError("ReplaceRing during a step");
   if (ring == nullptr) return absl::InvalidArgumentError("ReplaceRing: no ring");
-  if (buckets_ != nullptr) RETURN_IF_ERROR(buckets_->SetRing(ring.get()));
+  if (buckets() != nullptr && buckets_on_ring_) RETURN_IF_ERROR(buckets()->SetRing(ring.get()));
   net::TcpRing* tcp = ring.get();
   UseRing(std::move(ring), tcp);
   options_.comm.channel_salt = channel_salt;
@@ -141,7 +151,7 @@ absl::Status RingGradientReducer::Probe() {
   retired_bytes_ += r.probe_stats.bytes_streamed;
   for (const std::string& line : collective::DescribeLinkMatrix(r.matrix)) LogInfo("%s", line);
   if (r.ring != nullptr) {
-    RETURN_IF_ERROR(buckets_->SetRing(r.ring.get()));
+    RETURN_IF_ERROR(buckets()->SetRing(r.ring.get()));
     net::TcpRing* tcp = r.ring.get();
     UseRing(std::move(r.ring), tcp);  // the old ring closes here
   }
@@ -164,14 +174,16 @@ absl::Status RingGradientReducer::PlanCodecs() {
         "--compress auto needs measured links: a TCP ring that is probed (not --probe-every -1)");
   }
   if (!speeds_) {
-    if (!my_speeds_) {
+    std::optional<collective::CodecSpeeds>& mine = carried_->my_speeds;
+    if (!mine) {
       collective::CalibrationOptions co = c.calibration;
       co.zstd_level = c.zstd_level;
       Stopwatch watch;
-      my_speeds_ = collective::CalibrateCodecs(co);
+      mine = collective::CalibrateCodecs(co);
       LogInfo("codec calibration: %.2f s on %.1fM floats", watch.ElapsedSeconds(), co.floats / 1e6);
     }
-    ASSIGN_OR_RETURN(speeds_, collective::AgreeCodecSpeeds(*ring_, *my_speeds_, options_.timeout));
+    ASSIGN_OR_RETURN(speeds_, collective::AgreeCodecSpeeds(*ring_, *mine, options_.timeout));
+    RETURN_IF_ERROR(AgreeCarriedMeasurements());
     const collective::CodecSpeeds& s = *speeds_;
     LogInfo(
         "codec speeds (slowest peer): top-k select %.2f GB/s, encode %.0f M/s, decode %.0f M/s, "
@@ -180,7 +192,7 @@ absl::Status RingGradientReducer::PlanCodecs() {
         s.add_bps / 1e9, s.zstd_level, s.zstd_compress_bps / 1e6, s.zstd_decompress_bps / 1e6);
   }
   collective::PlannerInputs in;
-  for (const collective::BucketedReducer::Bucket& b : buckets_->buckets()) {
+  for (const collective::BucketedReducer::Bucket& b : buckets()->buckets()) {
     collective::PlanBucket pb;
     pb.floats = b.end - b.begin;
     for (const collective::IndexRange& r : options_.buckets.dense_ranges) {
@@ -192,20 +204,23 @@ absl::Status RingGradientReducer::PlanCodecs() {
   in.peers = peers();
   in.bandwidth_bps = links_.bottleneck_bps;
   in.rtt_s = links_.max_rtt_s;
-  // The first step has no measurement: plan the fastest exchange (budget 0).
-  if (c.comm_budget > 0) {
-    in.budget_s = measured_compute_s_ > 0 ? c.comm_budget * measured_compute_s_ : 0;
-  } else {
-    in.budget_s = std::max(0.0, measured_backward_s_);
-  }
+  // Without any measurement (the run's first step) the planner takes the least lossy
+  // codec: the sparsest top-k is never chosen for lack of a budget.
+  const double measured = c.comm_budget > 0 ? measured_compute_s_ : measured_backward_s_;
+  in.measured = measured >= 0;
+  in.budget_s = std::max(0.0, c.comm_budget > 0 ? c.comm_budget * measured : measured);
   in.speeds = *speeds_;
+  // auto's warm-up (see the file comment): no top-k before step W.
+  collective::PlannerOptions po = c.planner;
+  po.allow_topk = po.allow_topk && step_ >= options_.buckets.topk_warmup_steps;
+  if (plan_ && plan_allows_topk_ != po.allow_topk) plan_.reset();  // the warm-up ended
   bool replanned = true;
   absl::StatusOr<collective::CodecPlan> plan =
-      plan_ ? collective::Replan(*plan_, in, c.planner, &replanned)
-            : collective::PlanCodecs(in, c.planner);
+      plan_ ? collective::Replan(*plan_, in, po, &replanned) : collective::PlanCodecs(in, po);
   RETURN_IF_ERROR(plan.status());
+  plan_allows_topk_ = po.allow_topk;
   if (replanned) {
-    for (size_t b = 0; b < plan->buckets.size(); ++b) buckets_->SetCodec(b, plan->buckets[b].spec);
+    for (size_t b = 0; b < plan->buckets.size(); ++b) buckets()->SetCodec(b, plan->buckets[b].spec);
     for (const std::string& line : collective::DescribePlan(*plan)) {
       LogInfo("step %d: %s", step_ + 1, line);
     }
@@ -217,14 +232,24 @@ absl::Status RingGradientReducer::PlanCodecs() {
 absl::Status RingGradientReducer::BeginStep(int64_t step, absl::Span<float> grads) {
   RETURN_IF_ERROR(abort_->status());
   if (finish_return_ns_ >= 0) update_s_ = static_cast<double>(NowNs() - finish_return_ns_) * 1e-9;
-  if (buckets_ == nullptr || grads.size() != length_) {
-    length_ = grads.size();
-    buckets_ =
-        std::make_unique<collective::BucketedReducer>(ring_.get(), length_, options_.buckets);
+  std::unique_ptr<collective::BucketedReducer>& b = carried_->buckets;
+  if (b == nullptr || grads.size() != b->length()) {
+    b = std::make_unique<collective::BucketedReducer>(ring_.get(), grads.size(), options_.buckets);
+    buckets_on_ring_ = true;
     plan_.reset();
     LogInfo("gradient buckets: %d of up to %.3g MiB over %.2fM floats, codec %s",
-            buckets_->buckets().size(), options_.buckets.bucket_bytes / 1048576.0, length_ / 1e6,
+            b->buckets().size(), options_.buckets.bucket_bytes / 1048576.0, grads.size() / 1e6,
             options_.comm.auto_codec ? std::string("auto") : options_.buckets.codec.ToString());
+  } else if (!buckets_on_ring_) {  // carried from the previous view's reducer
+    RETURN_IF_ERROR(b->SetRing(ring_.get()));
+    b->SetPreconditioner(options_.buckets.precondition);
+    buckets_on_ring_ = true;
+  }
+  if (b->step_pending()) {
+    // The last step that began was not applied (a view change interrupted it, or its
+    // result was discarded): undo what it did to the residuals; it is redone now.
+    RETURN_IF_ERROR(b->RollbackStep());
+    LogInfo("step %d: the residuals of the step that was not applied are rolled back", step + 1);
   }
   step_ = step;
   if (ProbeDue(step)) {
@@ -236,7 +261,7 @@ absl::Status RingGradientReducer::BeginStep(int64_t step, absl::Span<float> grad
   }
   begin_ns_ = NowNs();
   first_ready_ns_ = ready0_ns_ = -1;
-  RETURN_IF_ERROR(WithContext(buckets_->Start(grads, step), absl::StrCat("step ", step + 1)));
+  RETURN_IF_ERROR(WithContext(b->Start(grads, step), absl::StrCat("step ", step + 1)));
   in_step_ = true;
   return absl::OkStatus();
 }
@@ -248,7 +273,7 @@ void RingGradientReducer::OnGradReady(size_t offset) {
     if (first_ready_ns_ < 0) first_ready_ns_ = now;
     if (offset == 0) ready0_ns_ = now;
   }
-  buckets_->GradReady(offset);
+  buckets()->GradReady(offset);
 }
 
 absl::Status RingGradientReducer::Finish(StepTotals* totals) {
@@ -263,7 +288,7 @@ absl::Status RingGradientReducer::Finish(StepTotals* totals) {
                                 : 0.0;
   const double compute_s = static_cast<double>(finish_ns - begin_ns_) * 1e-9 + update_s_;
   collective::ReduceStepStats stats;
-  RETURN_IF_ERROR(WithContext(buckets_->Finish(&stats),
+  RETURN_IF_ERROR(WithContext(buckets()->Finish(&stats),
                               absl::StrFormat("step %d: gradient allreduce", step_ + 1)));
   counted_bytes_ += stats.bytes_sent;
   last_stats_ = std::move(stats);
@@ -288,6 +313,9 @@ absl::Status RingGradientReducer::Finish(StepTotals* totals) {
   totals->tokens = static_cast<int64_t>(values[1]);
   measured_backward_s_ = values[2] / peers();
   measured_compute_s_ = values[3] / peers();
+  carried_->backward_s = measured_backward_s_;
+  carried_->compute_s = measured_compute_s_;
+  carried_->peers = peers();
   totals->peer_compute_s.assign(values.begin() + 4, values.begin() + 4 + n);
   totals->peer_slots.resize(n);
   for (size_t p = 0; p < n; ++p) totals->peer_slots[p] = static_cast<int>(values[4 + n + p]);
@@ -352,7 +380,49 @@ absl::Status RingGradientReducer::SyncState(int64_t* step,
 
 void RingGradientReducer::SetPreconditioner(std::function<void(absl::Span<float>, size_t)> fn) {
   options_.buckets.precondition = fn;
-  if (buckets_) buckets_->SetPreconditioner(std::move(fn));
+  if (buckets() != nullptr && buckets_on_ring_) buckets()->SetPreconditioner(std::move(fn));
+}
+
+std::vector<std::pair<size_t, size_t>> RingGradientReducer::DenseSumRanges() const {
+  std::vector<std::pair<size_t, size_t>> ranges;
+  const collective::BucketedReducer* b = buckets();
+  if (b == nullptr || last_stats_.buckets.size() != b->buckets().size()) return ranges;
+  // Buckets run from the end of the buffer: walk them backwards for ascending ranges.
+  for (size_t i = b->buckets().size(); i-- > 0;) {
+    const std::string& used = last_stats_.buckets[i].codec_used;
+    if (used != "none" && used != "bf16") continue;
+    const collective::BucketedReducer::Bucket& k = b->buckets()[i];
+    if (!ranges.empty() && ranges.back().second == k.begin) {
+      ranges.back().second = k.end;
+    } else {
+      ranges.emplace_back(k.begin, k.end);
+    }
+  }
+  return ranges;
+}
+
+void RingGradientReducer::StepCompleted(int64_t /*step*/) {
+  if (buckets() != nullptr) (void)buckets()->CommitStep();
+}
+
+absl::Status RingGradientReducer::AgreeCarriedMeasurements() {
+  // Peers of the previous view hold its measurements (equal on all of them), joiners
+  // none: the mean over those that have one, identical on every peer. Compute time
+  // is this peer's share of the global batch, which scales with 1 / peers.
+  const CarriedCommState& c = *carried_;
+  const bool have = c.backward_s >= 0 && c.compute_s >= 0 && c.peers > 0;
+  const double scale = have ? static_cast<double>(c.peers) / peers() : 0;
+  double values[3] = {have ? 1.0 : 0.0, have ? c.backward_s : 0.0, have ? c.compute_s * scale : 0};
+  RETURN_IF_ERROR(
+      collective::AllreduceSumF64(ring_.get(), absl::MakeSpan(values), options_.timeout));
+  counted_bytes_ += sizeof(values) * static_cast<uint64_t>(peers() - 1);
+  if (values[0] > 0 && measured_backward_s_ < 0) {
+    measured_backward_s_ = values[1] / values[0];
+    measured_compute_s_ = values[2] / values[0];
+    LogInfo("planning from the previous ring's measurements: backward %.1f ms, compute %.1f ms",
+            measured_backward_s_ * 1e3, measured_compute_s_ * 1e3);
+  }
+  return absl::OkStatus();
 }
 
 uint64_t RingGradientReducer::bytes_sent() const {

@@ -15,21 +15,34 @@
 //     first step after ReplaceRing), every peer probes all links of the ring's members
 //     (collective::ProbeAndReorder) and the ring may be re-formed in the computed
 //     order: rank() can change inside BeginStep (callers read it after BeginStep);
-//   - auto codec (comm.auto_codec): codec speeds are calibrated once and agreed (the
-//     slowest peer's figures), then every step the planner picks a codec per bucket
-//     (collective::PlanCodecs at the first plan, then collective::Replan with
+//   - auto codec (comm.auto_codec): codec speeds are calibrated once per run (this
+//     peer's figures are carried over views, see CarriedCommState) and agreed on each
+//     ring (the slowest peer's figures), then every step the planner picks a codec per
+//     bucket (collective::PlanCodecs at the first plan, then collective::Replan with
 //     hysteresis) from the ring's bottleneck bandwidth and largest RTT, the agreed
 //     speeds and a budget: the backward window of the previous step (mean over peers
 //     of the time from this peer's first OnGradReady to OnGradReady(0), i.e. the
 //     backward pass during which buckets can be sent), or, when comm.comm_budget > 0,
 //     comm_budget x the previous step's compute time (mean over peers of the step's
-//     wall time minus the time Finish waited). The first step has no measurement: it
-//     is planned with budget 0, i.e. the fastest predicted exchange per bucket.
-//     Measurements travel in Finish's exact sum, so every peer plans from identical
-//     inputs and gets the identical plan; plans are logged (DescribePlan) whenever
-//     they change, the ring order and each link's speed after every probe.
-// Error feedback residuals live in the bucket exchanges, which survive re-plans and
-// re-formed rings (each peer keeps its own residual; a codec change folds it in).
+//     wall time minus the time Finish waited). Measurements travel in Finish's exact
+//     sum, so every peer plans from identical inputs and gets the identical plan;
+//     plans are logged (DescribePlan) whenever they change, the ring order and each
+//     link's speed after every probe. The first step of a ring plans from the previous
+//     view's measurements (the mean over the peers that had one; compute time scaled
+//     by old / new peers); the first step of the run, which has none, plans the least
+//     lossy codec (none): never the sparsest top-k for lack of a measurement.
+//   - auto's warm-up (buckets.topk_warmup_steps = W, as fixed top-k): steps [0, W) may
+//     use none or bf16 only (AdamW measures its second moment on exact sums), steps
+//     [W, 2W) run the planned top-k densities through the same geometric ramp as fixed
+//     top-k (codec_spec.h TopKDensityAt), and from step W on every bucket is
+//     preconditioned (buckets.precondition_from = W, whatever its codec): the
+//     residuals of all codecs are in the same units, so a re-plan that changes a
+//     bucket's codec loses nothing, and AdamW's v keeps learning on the buckets that
+//     went dense or bf16 (DenseSumRanges).
+// Error feedback residuals live in the bucket exchanges, which survive re-plans,
+// re-formed rings and, through CarriedCommState, the reducers of later views (each
+// peer keeps its own residual; a codec change folds it in). A step that began but was
+// not completed (StepCompleted) is rolled back at the next BeginStep.
 //
 // Threads: all methods run on the training thread; the transport is used by the
 // bucketed reducer's thread only between BeginStep and Finish, and by small
@@ -77,11 +90,30 @@ struct CommOptions {
   collective::PlannerOptions planner;          // density ladder, hysteresis
 };
 
+// What one peer's gradient exchange keeps for the whole run, across the rings of
+// successive cluster views (each view has a RingGradientReducer of its own): the
+// bucketed reducer with every bucket's error-feedback residual (and what undoes a
+// step that was not applied), this peer's codec calibration, and the planner's last
+// measurements. The reducers of one peer share it (RingReducerOptions::carried) and
+// use it one at a time, on the training thread. Without it, a reducer keeps these
+// for its own lifetime only.
+struct CarriedCommState {
+  std::unique_ptr<collective::BucketedReducer> buckets;  // null before the first step
+  std::optional<collective::CodecSpeeds> my_speeds;      // this peer's calibration
+  // The last finished step's measurements (means over that ring's peers; < 0 =
+  // none yet) and that ring's size.
+  double backward_s = -1, compute_s = -1;
+  int peers = 0;
+};
+
 struct RingReducerOptions {
   collective::BucketedReducerOptions buckets;   // bucket size, codec, dense ranges, timeouts
   int check_every = 10;                         // compare param hashes every N steps (0 = never)
   absl::Duration timeout = absl::Seconds(120);  // small collectives: per receive
   CommOptions comm;                             // probing / ring order / auto codec
+  // Shared by the reducers of all views of this peer (see CarriedCommState); null =
+  // this reducer's own.
+  std::shared_ptr<CarriedCommState> carried;
 };
 
 class RingGradientReducer final : public GradientReducer {
@@ -115,7 +147,7 @@ class RingGradientReducer final : public GradientReducer {
   std::vector<int> ring_order() const;
   const collective::CodecPlan* plan() const { return plan_ ? &*plan_ : nullptr; }
   // The bucketed reducer (codecs, residuals; null before the first step).
-  const collective::BucketedReducer* bucketed() const { return buckets_.get(); }
+  const collective::BucketedReducer* bucketed() const { return buckets(); }
 
   int rank() const override { return ring_->rank(); }
   int peers() const override { return ring_->size(); }
@@ -130,6 +162,8 @@ class RingGradientReducer final : public GradientReducer {
   uint64_t bytes_sent() const override;
   int64_t PreconditionFrom() const override { return options_.buckets.precondition_from; }
   void SetPreconditioner(std::function<void(absl::Span<float>, size_t)> fn) override;
+  std::vector<std::pair<size_t, size_t>> DenseSumRanges() const override;
+  void StepCompleted(int64_t step) override;
 
   // Statistics of the last finished step (buckets, bytes, wait).
   const collective::ReduceStepStats& last_stats() const { return last_stats_; }
@@ -138,7 +172,10 @@ class RingGradientReducer final : public GradientReducer {
   bool ProbeDue(int64_t step) const;
   absl::Status Probe();
   absl::Status PlanCodecs();
+  // The first plan on this ring: the previous view's measurements, agreed.
+  absl::Status AgreeCarriedMeasurements();
   void ResetPlanning();  // forget probes, speeds, plans and measurements (new ring)
+  collective::BucketedReducer* buckets() const { return carried_->buckets.get(); }
   void UseRing(std::unique_ptr<net::RingTransport> ring, net::TcpRing* tcp);  // + abort watch
 
   // Abort: the signal, and the watches of the ring in use (training thread only).
@@ -155,17 +192,19 @@ class RingGradientReducer final : public GradientReducer {
   uint64_t probe_index_ = 0;  // probes on this ring's salt so far (channels derive from it)
   int64_t last_probe_step_ = 0;
   collective::RingLinkSummary links_;
-  std::optional<collective::CodecSpeeds> my_speeds_;  // this peer's calibration
-  std::optional<collective::CodecSpeeds> speeds_;     // agreed over the ring
+  std::optional<collective::CodecSpeeds> speeds_;  // agreed over the ring
   std::optional<collective::CodecPlan> plan_;
+  bool plan_allows_topk_ = true;  // the planner options plan_ was made with
   // Timings (NowNs) of the running step on this peer; -1 = not yet.
   int64_t begin_ns_ = -1, first_ready_ns_ = -1, ready0_ns_ = -1, finish_return_ns_ = -1;
   double update_s_ = 0;  // previous step on this peer: Finish return -> next BeginStep
   // Means over peers of the previous step (Finish's exact sum); -1 = no measurement.
   double measured_backward_s_ = -1;
   double measured_compute_s_ = -1;
-  std::unique_ptr<collective::BucketedReducer> buckets_;  // created at the first step
-  size_t length_ = 0;
+  // Residuals, calibration, measurements: this peer's for the whole run (shared with
+  // the reducers of other views), never null.
+  std::shared_ptr<CarriedCommState> carried_;
+  bool buckets_on_ring_ = false;  // carried_->buckets runs on ring_ (SetRing done)
   int64_t step_ = 0;
   bool in_step_ = false;
   uint64_t counted_bytes_ = 0;

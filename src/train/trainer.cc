@@ -218,8 +218,7 @@ absl::Status Trainer::Run() {
 
     StepMetrics m;
     const int64_t before = step_;
-    absl::Status st = TrainStep(&m);
-    if (step_ > before) reducer_->StepCompleted(step_);
+    absl::Status st = TrainStep(&m);  // calls StepCompleted once the step is applied
     if (!st.ok()) {
       // Peers may have seen different figures of the failed step: shares start equal.
       balancer_->Reset();
@@ -372,7 +371,9 @@ absl::Status Trainer::TrainStep(StepMetrics* metrics) {
         loss, grad_norm));
   }
   if (precondition_from_ >= 0 && step_ >= precondition_from_) {
-    adam_->StepPreconditioned(params_.span(), grads_.span(), lr, step_ + 1, precondition_from_);
+    // v goes on learning where the sum was dense (auto's none/bf16 buckets).
+    adam_->StepPreconditioned(params_.span(), grads_.span(), lr, step_ + 1, precondition_from_,
+                              reducer_->DenseSumRanges());
   } else {
     const float clip_scale = optim::ClipScale(grad_norm, config_.clip);
     adam_->Step(params_.span(), grads_.span(), lr, step_ + 1, clip_scale);
@@ -400,8 +401,11 @@ absl::Status Trainer::TrainStep(StepMetrics* metrics) {
   m.epoch = reducer_->epoch();
   m.leader = reducer_->leader();
   m.param_hash = ParamHashHex(hash);
-  // Last: the step is applied even if this check cannot complete (the ring broke).
-  return reducer_->CheckParamHash(step_, hash);
+  // Last: the step is applied even if this check cannot complete (the ring broke);
+  // then the reducer learns that it was (its residuals become final, joiners may come).
+  const absl::Status check = reducer_->CheckParamHash(step_, hash);
+  reducer_->StepCompleted(step_);
+  return check;
 }
 
 EvalResult Trainer::Evaluate() {

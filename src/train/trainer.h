@@ -48,7 +48,9 @@ class Trainer {
   // checkpointing on the way). Returns at once if a resumed run is already there.
   absl::Status Run();
 
-  // One optimizer step (no evaluation, logging or checkpoint); fills *metrics.
+  // One optimizer step (no evaluation, logging or checkpoint); fills *metrics. Once the
+  // step is applied the reducer hears of it (GradientReducer::StepCompleted), also when
+  // the closing param_hash check fails.
   absl::Status TrainStep(StepMetrics* metrics);
   // Validation loss on the fixed evaluation windows (eval_batches * batch of them).
   EvalResult Evaluate();

@@ -161,7 +161,9 @@ TEST_CASE(
       if (!s.ok()) return s;
       for (float x : grads) total_out[rank] += x;
     }
-    // Step 5 runs "none" everywhere: every residual was folded in and sent.
+    // Step 5 runs "none" everywhere: every residual was folded in and sent (and
+    // reads zero once the step is committed).
+    if (absl::Status c = reducer.CommitStep(); !c.ok()) return c;
     for (size_t b = 0; b < 3; ++b) {
       for (float r : reducer.residual(b)) {
         if (r != 0) return absl::InternalError("a residual survived the dense step");
@@ -251,6 +253,69 @@ TEST_CASE("a failed bucket ends the step with an error and the reducer refuses m
   CHECK(!status[1].ok());
   CHECK(second[0].code() == absl::StatusCode::kFailedPrecondition);
   CHECK(second[1].code() == absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_CASE(
+    "RollbackStep undoes a step that was not applied: top-k adds back what it selected, a "
+    "dense bucket keeps the residual it folded in") {
+  // Two buckets: bucket 0 (the upper half) under top-k, bucket 1 first top-k (to build
+  // a residual), then dense. Integer values: every sum below is exact.
+  const int n = 2;
+  const size_t len = 2000;
+  auto status = RunOnRing(n, [&](net::RingTransport* t) -> absl::Status {
+    BucketedReducerOptions options;
+    options.bucket_bytes = 4000;  // 1000 floats per bucket
+    BucketedReducer reducer(t, len, options);
+    reducer.SetCodecAll(*ParseCodecSpec("topk:0.1"));
+    std::mt19937 rng(7 + t->rank());
+    std::vector<float> grads(len), step1(len);
+    auto fill = [&](std::vector<float>* g) {
+      for (float& x : *g) x = static_cast<float>(static_cast<int>(rng() % 17) - 8);
+    };
+    fill(&grads);
+    if (absl::Status s = reducer.Start(absl::MakeSpan(grads), 0); !s.ok()) return s;
+    if (absl::Status s = reducer.Finish(nullptr); !s.ok()) return s;
+    if (absl::Status s = reducer.CommitStep(); !s.ok()) return s;
+    if (reducer.step_pending()) return absl::InternalError("committed, still pending");
+    std::vector<std::vector<float>> before(2);
+    for (size_t b = 0; b < 2; ++b) {
+      before[b].assign(reducer.residual(b).begin(), reducer.residual(b).end());
+    }
+    // Step 1 runs, then is discarded (as when a view change interrupts the step).
+    reducer.SetCodec(1, *ParseCodecSpec("none"));
+    fill(&step1);
+    grads = step1;
+    if (absl::Status s = reducer.Start(absl::MakeSpan(grads), 1); !s.ok()) return s;
+    if (absl::Status s = reducer.Finish(nullptr); !s.ok()) return s;
+    if (!reducer.step_pending()) return absl::InternalError("a finished step is not pending");
+    if (absl::Status s = reducer.RollbackStep(); !s.ok()) return s;
+    const auto& buckets = reducer.buckets();
+    for (size_t i = 0; i < 1000; ++i) {
+      // Top-k: as if nothing had been selected, the step's gradient joins the residual.
+      const float topk_want = before[0][i] + step1[buckets[0].begin + i];
+      if (reducer.residual(0)[i] != topk_want) {
+        return absl::InternalError(
+            absl::StrCat("top-k bucket at ", i, ": ", reducer.residual(0)[i], " != ", topk_want));
+      }
+      // Dense: what was folded into the discarded sum is still held.
+      if (reducer.residual(1)[i] != before[1][i]) {
+        return absl::InternalError(absl::StrCat("dense bucket at ", i, ": ", reducer.residual(1)[i],
+                                                " != ", before[1][i]));
+      }
+    }
+    if (absl::Status s = reducer.RollbackStep(); !s.ok()) return s;  // idempotent
+    if (reducer.residual(1)[3] != before[1][3]) return absl::InternalError("second rollback");
+    // Committed instead, the dense bucket's residual went out with the sum.
+    grads = step1;
+    if (absl::Status s = reducer.Start(absl::MakeSpan(grads), 1); !s.ok()) return s;
+    if (absl::Status s = reducer.Finish(nullptr); !s.ok()) return s;
+    if (absl::Status s = reducer.CommitStep(); !s.ok()) return s;
+    for (float r : reducer.residual(1)) {
+      if (r != 0) return absl::InternalError("a committed dense step left a residual");
+    }
+    return absl::OkStatus();
+  });
+  for (int p = 0; p < n; ++p) CHECK_MESSAGE(status[p].ok(), status[p].message());
 }
 
 }  // namespace

@@ -119,3 +119,43 @@ TEST_CASE("Precondition gives the same bits whatever ranges the caller cuts") {
   CHECK(std::equal(whole.begin(), whole.end(), pieces.begin()));
   CHECK(whole != g);
 }
+
+TEST_CASE("a preconditioned step goes on learning v where the sum was dense, nowhere else") {
+  const size_t n = AdamW::kPreconditionBlock + 500;  // the dense range crosses a block edge
+  AdamWConfig c;
+  AdamW opt(c, n, {});
+  std::vector<float> p(n, 0.0f);
+  const int64_t frozen_t = 2;
+  for (int64_t t = 1; t <= frozen_t; ++t) {
+    opt.Step(absl::MakeSpan(p), GaussianVector(n, 40 + static_cast<uint32_t>(t), 1e-3f), 1e-3f, t);
+  }
+  const std::vector<double> v0(opt.v().begin(), opt.v().end());
+  const std::vector<double> d = ReferenceDenominators(v0, c, frozen_t);
+  const std::vector<FloatRange> dense = {{100, 200}, {AdamW::kPreconditionBlock - 50, n - 10}};
+  std::vector<float> g = GaussianVector(n, 50, 1e-3f);
+  opt.Precondition(absl::MakeSpan(g), 0, frozen_t);
+  opt.StepPreconditioned(absl::MakeSpan(p), g, 1e-3f, frozen_t + 1, frozen_t, dense);
+  const double bc2 = 1 - std::pow(static_cast<double>(c.beta2), static_cast<double>(frozen_t));
+  auto in_dense = [&](size_t i) {
+    for (const FloatRange& r : dense) {
+      if (i >= r.first && i < r.second) return true;
+    }
+    return false;
+  };
+  double max_rel = 0;
+  size_t updated = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!in_dense(i)) {
+      REQUIRE(opt.v()[i] == static_cast<float>(v0[i]));  // frozen
+      continue;
+    }
+    // The peers' summed gradient is g * d; v keeps the biased scale of the dense steps.
+    const double raw = static_cast<double>(g[i]) * d[i];
+    const double want = c.beta2 * v0[i] + (1 - c.beta2) * bc2 * raw * raw;
+    max_rel = std::max(max_rel, std::fabs(opt.v()[i] - want) / want);
+    ++updated;
+  }
+  CHECK(updated == 100 + (n - 10 - (AdamW::kPreconditionBlock - 50)));
+  MESSAGE("v learned on dense ranges: max relative error ", max_rel);
+  CHECK(max_rel < 1e-5);
+}

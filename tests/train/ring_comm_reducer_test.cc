@@ -157,6 +157,71 @@ TEST_CASE(
   }
 }
 
+TEST_CASE(
+    "auto learns like fixed top-k: the first plan is none, no top-k in the warm-up, every "
+    "bucket preconditioned after it, replicas and AdamW state identical") {
+  rt::train::testing::UseOneThread();
+  rt::train::testing::TempDir dir;
+  REQUIRE(rt::train::testing::WriteMarkovData(dir.path(), 64, 6000, 500).empty());
+  TrainConfig c = rt::train::testing::TinyConfig(dir.path());
+  c.steps = 9;
+  const int n = 3, warmup = 3;
+  auto rings = LoopbackRings(n);
+  std::vector<std::unique_ptr<RingGradientReducer>> owned;
+  std::vector<RingGradientReducer*> reducers;
+  for (int r = 0; r < n; ++r) {
+    RingReducerOptions o = AutoOptions();
+    o.buckets.topk_warmup_steps = warmup;  // as ApplyCommFlags sets for --compress auto
+    o.buckets.precondition_from = warmup;
+    // A budget of ~0 asks for the fastest plan once measured: on loopback that is
+    // top-k (fewer rounds than the dense ring for these small buckets).
+    o.comm.comm_budget = 1e-9;
+    o.comm.planner.allow_bf16 = false;
+    owned.push_back(std::make_unique<RingGradientReducer>(std::move(rings[r]), o));
+    reducers.push_back(owned.back().get());
+  }
+  std::vector<std::unique_ptr<Trainer>> trainers(n);
+  std::vector<absl::Status> status(n);
+  std::vector<std::vector<rt::collective::CodecPlan>> plans(n);
+  OnThreads(n, [&](int r) {
+    rt::train::testing::UseOneThread();
+    auto t = Trainer::Create(c, std::move(owned[r]));
+    status[r] = t.status();
+    if (!t.ok()) return;
+    trainers[r] = std::move(*t);
+    for (int s = 0; s < c.steps && status[r].ok(); ++s) {
+      StepMetrics m;
+      status[r] = trainers[r]->TrainStep(&m);
+      if (reducers[r]->plan() != nullptr) plans[r].push_back(*reducers[r]->plan());
+    }
+  });
+  for (int r = 0; r < n; ++r) REQUIRE_MESSAGE(status[r].ok(), status[r].message());
+  CHECK(reducers[0]->PreconditionFrom() == warmup);
+  REQUIRE(plans[0].size() == static_cast<size_t>(c.steps));
+  // Step 0 has no measurement: none everywhere, not the fastest (sparsest) codec.
+  CHECK_FALSE(plans[0][0].inputs.measured);
+  for (const auto& b : plans[0][0].buckets) CHECK(b.spec.kind == rt::collective::CodecKind::kNone);
+  bool topk_after = false;
+  for (int s = 0; s < c.steps; ++s) {
+    for (const auto& b : plans[0][s].buckets) {
+      const bool topk = b.spec.kind == rt::collective::CodecKind::kTopK;
+      if (s < warmup) CHECK_MESSAGE(!topk, "top-k planned at step ", s, " in the warm-up");
+      topk_after = topk_after || (s >= warmup && topk);
+    }
+  }
+  CHECK(topk_after);
+  // Preconditioned steps with codecs mixed by the plan keep every byte identical,
+  // AdamW's moments included (v learned on the dense buckets, frozen on top-k ones).
+  for (int r = 1; r < n; ++r) {
+    CHECK(std::memcmp(trainers[0]->params().data(), trainers[r]->params().data(),
+                      trainers[0]->params().size() * sizeof(float)) == 0);
+    const auto v0 = trainers[0]->optimizer().v(), vr = trainers[r]->optimizer().v();
+    CHECK(std::memcmp(v0.data(), vr.data(), v0.size() * sizeof(float)) == 0);
+    const auto m0 = trainers[0]->optimizer().m(), mr = trainers[r]->optimizer().m();
+    CHECK(std::memcmp(m0.data(), mr.data(), m0.size() * sizeof(float)) == 0);
+  }
+}
+
 TEST_CASE("a reducer over a non-TCP transport refuses auto with a clear error") {
   auto ring = rt::net::MakeInProcessRing(2);
   RingReducerOptions o;
