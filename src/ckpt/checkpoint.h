@@ -24,31 +24,37 @@
 // line has an empty value). Keys must not be empty. Section names are 1..128 bytes of
 // [A-Za-z0-9_.-], do not start with '.', and are not "manifest".
 //
-// ATOMICITY. WriteCheckpoint writes everything into <ckpt_dir>/.tmp-step-<step>-<host>-<pid>/,
+// ATOMICITY. WriteCheckpoint writes everything into a scratch directory
+// <ckpt_dir>/.tmp-step-<step>-<tag>/ (a name of its own per write: ckpt/scratch_dir.h),
 // fsyncs every file and that directory, renames it to step-<step> and fsyncs ckpt_dir.
-// A crash at any point leaves either the complete checkpoint or a temporary directory
-// that readers ignore and the next successful write deletes. If step-<step> already
-// exists (same step, older or equal (epoch, step), or invalid) it is first renamed to
-// .old-step-<step>-<host>-<pid> and deleted after the new one is in place.
+// A crash or an I/O error (a full disk, a file system turned read-only) at any point
+// leaves either the complete checkpoint or a scratch directory that readers ignore; a
+// failed write removes its own, and a later write removes those of writers that died.
+// If step-<step> already exists it is kept when it is the very same checkpoint (same
+// manifest: another writer of a shared directory wrote it), else it is renamed to
+// .old-step-<step>-<tag> and deleted after the new one is in place.
 //
 // STALE WRITERS. A checkpoint is "newer" than another if its (epoch, step) pair is
-// larger (epoch first). WriteCheckpoint refuses (FailedPrecondition) when ckpt_dir
-// holds a checkpoint whose manifest validates and which is newer than `meta`, checked
-// before writing and again just before the rename. So a leader that was paused and
+// larger (epoch first). WriteCheckpoint refuses when ckpt_dir holds a checkpoint whose
+// manifest validates and which is newer than `meta`, checked before writing and again
+// just before the rename: FailedPrecondition if its epoch is newer, AlreadyExists if it
+// has the same epoch and a later step (another writer of a shared directory ran ahead;
+// nothing is lost by not writing). So a leader that was paused and
 // resumes with an old epoch cannot overwrite or go behind its successor's work.
 // Consequence for callers: a run that resumes from a checkpoint must use an epoch
 // >= the checkpoint's epoch (the cluster starts at resumed.epoch + 1).
 //
 // RETENTION. After a successful write, the `keep` newest checkpoints whose manifest
 // validates are kept (never deleting the one just written); older valid ones are
-// deleted, as are invalid step directories whose step is below the oldest kept one,
-// and temporary/old directories (.tmp-step-*, .old-step-*) of a step <= the one just
-// written. keep == 0 keeps everything.
+// deleted, as are invalid step directories whose step is below the oldest kept one.
+// keep == 0 keeps everything.
 //
-// CONCURRENCY. Functions here hold no global state and may run on any thread. Only
-// one writer per ckpt_dir at a time is supported (the cluster's leader); the
-// stale-writer check narrows but cannot close races between two simultaneous writers
-// on a shared filesystem — the cluster's epochs and quorum prevent those.
+// CONCURRENCY. Functions here hold no global state and may run on any thread. Several
+// writers may share one ckpt_dir (NFS, a local ring on one machine): scratch names never
+// collide, no writer removes another's scratch directory while that writer lives, and
+// two writers of the same checkpoint (bit-identical replicas) end with one copy of it.
+// The stale-writer check narrows but cannot close races between writers of different
+// epochs; the cluster's epochs and quorum prevent those.
 #pragma once
 
 #include <cstdint>
@@ -73,7 +79,8 @@ struct SectionRef {
 // Writes `sections` and `meta` as ckpt_dir/step-<meta.step>/ (ckpt_dir is created if
 // missing) atomically, then applies retention (see the file comment). Errors:
 // InvalidArgument (bad section name, duplicate name, empty field key, negative step
-// or keep), FailedPrecondition (a newer checkpoint exists: stale writer), or the I/O
+// or keep), FailedPrecondition (a checkpoint of a newer epoch exists: stale writer),
+// AlreadyExists (a later step of the same epoch exists), or the I/O
 // error with the path (e.g. ResourceExhausted for a full disk). On any error the
 // temporary directory is removed and existing checkpoints are untouched.
 absl::Status WriteCheckpoint(const std::string& ckpt_dir, const CheckpointMeta& meta,

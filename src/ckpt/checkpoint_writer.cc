@@ -19,6 +19,7 @@
 #include "absl/strings/strip.h"
 #include "ckpt/checkpoint.h"
 #include "ckpt/file_io.h"
+#include "ckpt/scratch_dir.h"
 #include "core/log.h"
 #include "core/status_macros.h"
 
@@ -26,9 +27,6 @@ namespace rt::ckpt {
 namespace {
 
 namespace fs = std::filesystem;
-
-constexpr char kTmpPrefix[] = ".tmp-";
-constexpr char kOldPrefix[] = ".old-";
 
 std::string StripTrailingSlashes(std::string p) {
   while (p.size() > 1 && p.back() == '/') p.pop_back();
@@ -86,6 +84,13 @@ absl::Status CheckNotStale(const std::string& ckpt_dir, const CheckpointMeta& me
     CheckpointMeta other;
     std::vector<SectionInfo> sections;
     if (!DecodeManifest(*text, manifest, &other, &sections).ok()) continue;
+    if (other.epoch == meta.epoch && other.step > meta.step) {
+      // The same view already wrote a later step (another writer of this directory ran
+      // ahead): this older checkpoint adds nothing.
+      return absl::AlreadyExistsError(absl::StrFormat(
+          "not writing checkpoint step %d epoch %d: %s/%s of the same epoch is newer (step %d)",
+          meta.step, meta.epoch, ckpt_dir, name, other.step));
+    }
     if (std::make_tuple(other.epoch, other.step) > std::make_tuple(meta.epoch, meta.step)) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "refusing to write checkpoint step %d epoch %d: %s/%s is newer (step %d epoch %d); "
@@ -96,39 +101,15 @@ absl::Status CheckNotStale(const std::string& ckpt_dir, const CheckpointMeta& me
   return absl::OkStatus();
 }
 
-// "<prefix>step-00000012-<writer>": the step of a temp/old directory name, or -1.
-int64_t StepOfScratchDir(absl::string_view name) {
-  if (!absl::ConsumePrefix(&name, kTmpPrefix) && !absl::ConsumePrefix(&name, kOldPrefix)) {
-    return -1;
-  }
-  const size_t dash = name.find('-', 5);  // the dash after "step-<digits>"
-  if (dash == absl::string_view::npos) return -1;
-  int64_t step = 0;
-  if (!ParseStepDirName(name.substr(0, dash), &step)) return -1;
-  return step;
-}
-
-// "<host>-<pid>" (host reduced to [A-Za-z0-9.]) names this writer in scratch directory
-// names, so writers on different machines sharing a directory never collide.
-std::string WriterTag() {
-  char host[256] = {0};
-  if (::gethostname(host, sizeof(host) - 1) != 0) host[0] = 0;
-  std::string tag;
-  for (const char* c = host; *c; ++c) {
-    const bool ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
-                    (*c >= '0' && *c <= '9') || *c == '.';
-    tag.push_back(ok ? *c : '_');
-  }
-  return absl::StrCat(tag.empty() ? "host" : tag, "-", ::getpid());
-}
-
 // Moves `dir` out of the way atomically (so nobody sees a half-deleted checkpoint),
 // then deletes it.
 absl::Status RetireDir(const std::string& ckpt_dir, const std::string& name) {
   const std::string from = ckpt_dir + "/" + name;
-  const std::string to = absl::StrCat(ckpt_dir, "/", kOldPrefix, name, "-", WriterTag());
-  RETURN_IF_ERROR(RemoveTree(to));
-  if (::rename(from.c_str(), to.c_str()) != 0) return ErrnoError(errno, "rename", from);
+  const std::string to = absl::StrCat(ckpt_dir, "/", kOldPrefix, name, "-", NewWriterTag());
+  if (::rename(from.c_str(), to.c_str()) != 0) {
+    if (errno == ENOENT) return absl::OkStatus();  // another writer retired it first
+    return ErrnoError(errno, "rename", from);
+  }
   return RemoveTree(to);
 }
 
@@ -149,15 +130,6 @@ void ApplyRetention(const std::string& ckpt_dir, const std::string& written_name
   std::vector<Valid> valid;
   std::vector<std::pair<int64_t, std::string>> invalid;
   for (const std::string& name : *names) {
-    const int64_t scratch_step = StepOfScratchDir(name);
-    if (scratch_step >= 0) {
-      if (scratch_step <= written_step) {
-        if (absl::Status s = RemoveTree(ckpt_dir + "/" + name); !s.ok()) {
-          LogWarning("checkpoint cleanup: %s", s.ToString());
-        }
-      }
-      continue;
-    }
     int64_t step = 0;
     if (!ParseStepDirName(name, &step)) continue;
     auto c = Checkpoint::Open(ckpt_dir + "/" + name);
@@ -195,9 +167,10 @@ void ApplyRetention(const std::string& ckpt_dir, const std::string& written_name
   }
 }
 
-// Writes all files into `tmp` (which exists and is empty) and fsyncs it.
-absl::Status WriteContents(const std::string& tmp, const CheckpointMeta& meta,
-                           const std::vector<SectionRef>& sections) {
+// Writes every section and then the manifest into `tmp` (which exists); returns the
+// manifest text written.
+absl::StatusOr<std::string> WriteContents(const std::string& tmp, const CheckpointMeta& meta,
+                                          const std::vector<SectionRef>& sections) {
   std::vector<SectionInfo> infos;
   infos.reserve(sections.size());
   for (const SectionRef& s : sections) {
@@ -207,38 +180,62 @@ absl::Status WriteContents(const std::string& tmp, const CheckpointMeta& meta,
     RETURN_IF_ERROR(WriteFileDurably(tmp + "/" + s.name + ".bin", s.bytes, &info.crc32c));
     infos.push_back(std::move(info));
   }
-  const std::string manifest = EncodeManifest(meta, infos);
+  std::string manifest = EncodeManifest(meta, infos);
   uint32_t ignored_crc = 0;
   RETURN_IF_ERROR(WriteFileDurably(
       tmp + "/" + kManifestFileName,
       absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(manifest.data()), manifest.size()),
       &ignored_crc));
-  return FsyncDirectory(tmp);
+  return manifest;
 }
 
-// Renames tmp to final (moving an existing final aside first) and fsyncs ckpt_dir.
-absl::Status Publish(const std::string& ckpt_dir, const std::string& tmp,
-                     const std::string& final_name) {
+// True if `dir` is a checkpoint with exactly this manifest (so the same bytes: every
+// section's size and crc32c are in it) whose files have the sizes it states.
+bool IsSameCheckpoint(const std::string& dir, const std::string& manifest) {
+  auto text = ReadSmallFile(dir + "/" + kManifestFileName, kMaxManifestBytes);
+  return text.ok() && *text == manifest && Checkpoint::Open(dir).ok();
+}
+
+enum class Published { kOurs, kIdenticalExisted };
+
+// Renames tmp to ckpt_dir/final_name and fsyncs ckpt_dir. If final_name exists (an
+// older, equal or invalid checkpoint of that step, or the same checkpoint published
+// meanwhile by another writer of a shared directory), then: the very same checkpoint
+// is kept as it is (kIdenticalExisted; tmp stays for the caller to remove); anything
+// else is moved aside, replaced, and deleted. Collisions with other writers are
+// retried a few times.
+absl::StatusOr<Published> Publish(const std::string& ckpt_dir, const std::string& tmp,
+                                  const std::string& final_name, const std::string& manifest) {
   const std::string final_path = ckpt_dir + "/" + final_name;
-  const std::string aside = absl::StrCat(ckpt_dir, "/", kOldPrefix, final_name, "-", WriterTag());
-  std::error_code ec;
-  const bool replacing = fs::exists(final_path, ec);
-  if (replacing) {
-    RETURN_IF_ERROR(RemoveTree(aside));
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    if (::rename(tmp.c_str(), final_path.c_str()) == 0) {
+      RETURN_IF_ERROR(FsyncDirectory(ckpt_dir));
+      return Published::kOurs;
+    }
+    if (errno != ENOTEMPTY && errno != EEXIST) return ErrnoError(errno, "rename", tmp);
+    if (IsSameCheckpoint(final_path, manifest)) return Published::kIdenticalExisted;
+    const std::string aside =
+        absl::StrCat(ckpt_dir, "/", kOldPrefix, final_name, "-", NewWriterTag());
     if (::rename(final_path.c_str(), aside.c_str()) != 0) {
+      if (errno == ENOENT) continue;  // another writer moved it meanwhile: look again
       return ErrnoError(errno, "rename", final_path);
     }
-  }
-  if (::rename(tmp.c_str(), final_path.c_str()) != 0) {
-    absl::Status s = ErrnoError(errno, "rename", tmp);
-    if (replacing) ::rename(aside.c_str(), final_path.c_str());  // put the old one back
-    return s;
-  }
-  RETURN_IF_ERROR(FsyncDirectory(ckpt_dir));
-  if (replacing) {
+    if (::rename(tmp.c_str(), final_path.c_str()) != 0) {
+      const int err = errno;
+      if (err == ENOTEMPTY || err == EEXIST) {
+        // Another writer published in between; what we moved aside was being replaced.
+        (void)RemoveTree(aside);
+        continue;
+      }
+      ::rename(aside.c_str(), final_path.c_str());  // put the old one back
+      return ErrnoError(err, "rename", tmp);
+    }
+    RETURN_IF_ERROR(FsyncDirectory(ckpt_dir));
     if (absl::Status s = RemoveTree(aside); !s.ok()) LogWarning("checkpoint: %s", s.ToString());
+    return Published::kOurs;
   }
-  return absl::OkStatus();
+  return absl::AbortedError(absl::StrCat("rename ", tmp, " to ", final_path,
+                                         ": other writers keep replacing it (a shared directory)"));
 }
 
 }  // namespace
@@ -255,19 +252,25 @@ absl::Status WriteCheckpoint(const std::string& ckpt_dir_in, const CheckpointMet
     RETURN_IF_ERROR(FsyncDirectory(parent.empty() ? "." : parent.string()));
   }
   RETURN_IF_ERROR(CheckNotStale(ckpt_dir, meta));
+  // What dead writers left first: on a full disk that may be the space this write needs.
+  SweepAbandonedScratchDirs(ckpt_dir);
 
   const std::string final_name = StepDirName(meta.step);
-  const std::string tmp = absl::StrCat(ckpt_dir, "/", kTmpPrefix, final_name, "-", WriterTag());
-  RETURN_IF_ERROR(RemoveTree(tmp));  // a leftover of this writer's own failed attempt
-  if (::mkdir(tmp.c_str(), 0755) != 0) return ErrnoError(errno, "create directory", tmp);
-
-  absl::Status s = WriteContents(tmp, meta, sections);
+  ASSIGN_OR_RETURN(ScratchDir scratch, ScratchDir::Create(ckpt_dir, final_name));
+  ASSIGN_OR_RETURN(const std::string manifest, WriteContents(scratch.path(), meta, sections));
   // Checked again right before publishing: a newer leader may have written meanwhile.
-  if (s.ok()) s = CheckNotStale(ckpt_dir, meta);
-  if (s.ok()) s = Publish(ckpt_dir, tmp, final_name);
-  if (!s.ok()) {
-    if (absl::Status r = RemoveTree(tmp); !r.ok()) LogWarning("checkpoint: %s", r.ToString());
-    return s;
+  RETURN_IF_ERROR(CheckNotStale(ckpt_dir, meta));
+  RETURN_IF_ERROR(scratch.RemoveLockFile());
+  RETURN_IF_ERROR(FsyncDirectory(scratch.path()));
+  ASSIGN_OR_RETURN(const Published published,
+                   Publish(ckpt_dir, scratch.path(), final_name, manifest));
+  if (published == Published::kOurs) {
+    scratch.Disown();
+  } else {
+    LogInfo(
+        "checkpoint %s/%s was already written, byte for byte, by another writer of this "
+        "directory: kept",
+        ckpt_dir, final_name);
   }
   ApplyRetention(ckpt_dir, final_name, meta.step, keep);
   return absl::OkStatus();

@@ -203,6 +203,31 @@ absl::StatusOr<uint64_t> RegularFileSize(const std::string& path) {
   return static_cast<uint64_t>(st.st_size);
 }
 
+namespace {
+
+struct flock WholeFileLock(short type) {
+  struct flock fl = {};
+  fl.l_type = type;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = 0;
+  fl.l_len = 0;
+  return fl;
+}
+
+}  // namespace
+
+bool HoldReadLock(int fd) {
+  struct flock fl = WholeFileLock(F_RDLCK);
+  return ::fcntl(fd, F_OFD_SETLK, &fl) == 0;
+}
+
+bool FileLockedByOthers(int fd) {
+  // A write lock would conflict with any lock another open file holds.
+  struct flock fl = WholeFileLock(F_WRLCK);
+  if (::fcntl(fd, F_OFD_GETLK, &fl) != 0) return true;
+  return fl.l_type != F_UNLCK;
+}
+
 absl::Status RemoveTree(const std::string& path) {
   std::error_code ec;
   std::filesystem::remove_all(path, ec);

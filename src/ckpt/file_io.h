@@ -47,6 +47,17 @@ absl::StatusOr<uint64_t> RegularFileSize(const std::string& path);
 // rm -r `path` (no error if it does not exist).
 absl::Status RemoveTree(const std::string& path);
 
+// Open file description locks (fcntl F_OFD_*) on a whole file: owned by the open file,
+// not the process, so two descriptors of one process conflict as two processes do, and
+// the kernel (or NFSv4's lock manager) releases them when the process dies.
+// HoldReadLock takes a shared lock without waiting (false on error, errno set); it
+// needs only a read-only descriptor, so a held lock never keeps a file open for
+// writing (which would stop the file system from being remounted read-only).
+// FileLockedByOthers tells whether another open file holds any lock on the file (true
+// if it cannot tell).
+bool HoldReadLock(int fd);
+bool FileLockedByOthers(int fd);
+
 // The status for a failed system call: code from errno, message "<what> <path>: <strerror>".
 absl::Status ErrnoError(int errno_value, const std::string& what, const std::string& path);
 

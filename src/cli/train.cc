@@ -11,6 +11,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "ckpt/peer_marker.h"
 #include "cli/common_flags.h"
 #include "cli/subcommand.h"
 #include "cluster/membership_service.h"
@@ -97,6 +99,36 @@ absl::StatusOr<std::shared_ptr<net::TcpNode>> StartTrainNode(const net::RingSetu
   return net::TcpNode::Start(std::move(o));
 }
 
+// This peer's marker in --ckpt-dir (ckpt/peer_marker.h), held for the whole run, and
+// the test of whether a given leader's marker is live there too. Peers already running
+// on the same directory are named now; the first peer of a shared directory learns it
+// at its first checkpoint. A directory that cannot take the marker (read-only, full) is
+// only warned about: checkpoint writes report their own errors.
+absl::StatusOr<std::function<bool(const cluster::PeerId&)>> WatchSharedCkptDir(
+    const std::string& ckpt_dir, const net::TcpNode& node) {
+  absl::StatusOr<std::unique_ptr<ckpt::PeerMarker>> marker =
+      ckpt::PeerMarker::Create(ckpt_dir, node.self_endpoint());
+  if (absl::IsFailedPrecondition(marker.status())) return marker.status();
+  if (!marker.ok()) {
+    LogWarning(
+        "--ckpt-dir %s: cannot write this peer's marker (%s): a directory shared with "
+        "other peers will not be detected",
+        ckpt_dir, marker.status().message());
+    return std::function<bool(const cluster::PeerId&)>();
+  }
+  const std::vector<std::string> others = (*marker)->LiveOthers();
+  if (!others.empty()) {
+    LogWarning(
+        "--ckpt-dir %s is also used by running peer(s) %s: a shared directory (NFS, or peers "
+        "on one machine) without --ckpt-shared; handled as --ckpt-shared: only the leader "
+        "writes checkpoints into it",
+        ckpt_dir, absl::StrJoin(others, " "));
+  }
+  std::shared_ptr<ckpt::PeerMarker> held = *std::move(marker);
+  return std::function<bool(const cluster::PeerId&)>(
+      [held](const cluster::PeerId& leader) { return held->IsLive(leader); });
+}
+
 // The elastic ring of --hosts: a node with a fingerprint of everything every peer
 // must agree on, the membership (started by the trainer once its state is loaded)
 // and, per view, a RingGradientReducer. Data problems are reported here, before any
@@ -179,6 +211,9 @@ absl::StatusOr<std::unique_ptr<train::ElasticReducer>> JoinTrainCluster(train::T
   // --min-peers 1 and a host down) still leaves time to form before it runs out.
   e.startup_grace_ms = std::min<int64_t>(10000, absl::ToInt64Milliseconds(setup.wait) / 2);
   e.ckpt_shared = absl::GetFlag(FLAGS_ckpt_shared);
+  if (!c->ckpt_dir.empty() && !e.ckpt_shared) {
+    ASSIGN_OR_RETURN(e.ckpt_dir_shared_with, WatchSharedCkptDir(c->ckpt_dir, *node));
+  }
   e.hosts_path = setup.hosts_path;
   e.precondition_from = ring_options.buckets.precondition_from;
   // A transfer partner that died is noticed by the membership within peer_timeout.

@@ -131,7 +131,21 @@ void ElasticReducer::StepCompleted(int64_t step) {
 
 bool ElasticReducer::WritesCheckpoints() const {
   if (removed_) return false;
-  return cluster::CheckpointDutyOf(view_, self_, options_.ckpt_shared).write;
+  const cluster::CheckpointDuty duty =
+      cluster::CheckpointDutyOf(view_, self_, options_.ckpt_shared);
+  if (duty.is_copy && options_.ckpt_dir_shared_with &&
+      options_.ckpt_dir_shared_with(view_.leader())) {
+    if (shared_with_warned_ != view_.leader()) {
+      shared_with_warned_ = view_.leader();
+      LogWarning(
+          "--ckpt-dir is shared with the leader %s (its marker is live in it: NFS, or peers on "
+          "one machine) and --ckpt-shared was not given: handled as --ckpt-shared, this peer "
+          "writes no second copy",
+          view_.leader());
+    }
+    return false;
+  }
+  return duty.write;
 }
 
 // ---------------------------------------------------------------- boundaries

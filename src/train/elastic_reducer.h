@@ -33,7 +33,9 @@
 //     peer that completes step S learns the same verdict and all stop after S; the
 //     leader (and its successor, unless ckpt_shared) checkpoints, all exit 0. A
 //     signalled peer that is not in a training ring announces Leave and stops alone.
-//   Checkpoint duty: cluster::CheckpointDutyOf(view of the last step, self).
+//   Checkpoint duty: cluster::CheckpointDutyOf(view of the last step, self); the
+//     successor's copy is skipped when the leader's marker is live in its --ckpt-dir
+//     (a shared directory detected: ckpt_dir_shared_with).
 //
 // rank()/peers() are the ring position and size in the current view (1 peer before
 // the first view); epoch() the view's epoch; leader() the leader's hosts-file rank.
@@ -70,7 +72,12 @@ struct ElasticOptions {
   // the peer gives up with an error naming why; also bounds a ring formation that
   // waits for a state transfer. --wait.
   absl::Duration wait = absl::Seconds(120);
-  bool ckpt_shared = false;   // --ckpt-shared: only the leader writes checkpoints
+  bool ckpt_shared = false;  // --ckpt-shared: only the leader writes checkpoints
+  // Without --ckpt-shared: true if `leader` writes into this peer's --ckpt-dir too (its
+  // marker is live there: ckpt/peer_marker.h), so the copy would land next to the
+  // original; the copy is then skipped, as with --ckpt-shared, with a warning. Null:
+  // never.
+  std::function<bool(const cluster::PeerId& leader)> ckpt_dir_shared_with;
   std::string hosts_path;     // re-read on SIGHUP ("" = never)
   bool watch_signals = true;  // read stop_signals.h (tests may turn it off)
   cluster::TransferOptions transfer;
@@ -177,6 +184,7 @@ class ElasticReducer final : public GradientReducer {
   int64_t failed_at_ms_ = -1;    // an unexplained step failure: report it if no view change
   int64_t last_step_ms_ = -1;    // when the last step completed (for "seconds lost")
   int64_t last_step_done_ = -1;  // the highest step count this peer completed
+  mutable cluster::PeerId shared_with_warned_;  // the leader last warned about (a shared dir)
 };
 
 }  // namespace rt::train

@@ -29,6 +29,8 @@ std::string StepMetricsJson(const StepMetrics& m) {
       m.epoch, m.leader, m.param_hash);
   // Load balancing: this peer's share of the step and its wait for the slowest peer.
   absl::StrAppend(&s, ",\"slots\":", m.slots, ",\"wait_ms\":", Number(m.wait_ms));
+  // Checkpoints: failed writes in a row (0 when the last one worked; trainer.h).
+  absl::StrAppend(&s, ",\"ckpt_failures\":", m.ckpt_failures);
   if (m.val_loss) absl::StrAppend(&s, ",\"val_loss\":", Number(*m.val_loss));
   if (m.val_bpb) absl::StrAppend(&s, ",\"val_bpb\":", Number(*m.val_bpb));
   s += "}";

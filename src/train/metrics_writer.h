@@ -34,7 +34,8 @@ struct StepMetrics {
   // step's end (the agreed compute times: slowest minus this peer's, at most comm_ms).
   int slots = 0;
   double wait_ms = 0;
-  std::string param_hash;                   // hex
+  int ckpt_failures = 0;   // consecutive failed checkpoint writes of this peer so far
+  std::string param_hash;  // hex
   std::optional<double> val_loss, val_bpb;  // only on evaluation steps
 };
 

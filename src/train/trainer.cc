@@ -187,6 +187,7 @@ absl::Status Trainer::InitOrResume() {
   loaded_epoch_ = latest->meta().epoch;
   tokens_seen_ = step_ * static_cast<int64_t>(sampler_->slots()) * gpt_->config().seq_len;
   last_checkpoint_step_ = step_;
+  good_checkpoint_step_ = step_;
   resumed_ = true;
   LogInfo("resumed from %s at step %d (epoch %d)", latest->path(), step_, loaded_epoch_);
   return absl::OkStatus();
@@ -207,7 +208,7 @@ absl::Status Trainer::Run() {
     tokens_seen_ = step_ * static_cast<int64_t>(sampler_->slots()) * mc.seq_len;
     if (action == BoundaryAction::kStop) {
       LogInfo("stopping cleanly at step %d", step_);
-      return SaveCheckpoint();
+      return CheckpointOrCarryOn(/*final=*/true);
     }
     if (step_ >= config_.steps) break;
     if (first) {
@@ -234,12 +235,13 @@ absl::Status Trainer::Run() {
       m.val_loss = e.loss;
       if (std::isfinite(e.bpb)) m.val_bpb = e.bpb;
     }
+    m.ckpt_failures = ckpt_failures_;
     PrintStep(m);
     if (metrics_) RETURN_IF_ERROR(metrics_->Write(m));
 
     if (!config_.ckpt_dir.empty() &&
         ((config_.ckpt_every > 0 && step_ % config_.ckpt_every == 0) || last || stop)) {
-      RETURN_IF_ERROR(SaveCheckpoint());
+      RETURN_IF_ERROR(CheckpointOrCarryOn(/*final=*/last || stop));
     }
     if (stop) {
       LogInfo("stopped cleanly after step %d (a peer was asked to stop)", step_);
@@ -422,8 +424,49 @@ absl::Status Trainer::SaveCheckpoint() {
                       train_data_->eot_id()),
       params_.span(), adam_->m(), adam_->v(), tokenizer_model_, config_.ckpt_keep));
   last_checkpoint_step_ = step_;
+  good_checkpoint_step_ = step_;
   LogInfo("checkpoint step %d (epoch %d) written to %s in %.0f ms", step_, reducer_->epoch(),
           config_.ckpt_dir, watch.ElapsedMs());
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::CheckpointOrCarryOn(bool final) {
+  const absl::Status s = SaveCheckpoint();
+  if (absl::IsAlreadyExists(s)) {
+    // Another writer of a shared directory already wrote a later step of this view.
+    LogInfo("%s", s.message());
+    return absl::OkStatus();
+  }
+  if (s.ok()) {
+    if (ckpt_failures_ > 0 && last_checkpoint_step_ == step_) {
+      LogInfo("checkpoints work again (step %d written after %d failed attempt(s))", step_,
+              ckpt_failures_);
+    }
+    ckpt_failures_ = 0;
+    return absl::OkStatus();
+  }
+  ++ckpt_failures_;
+  const std::string newest =
+      good_checkpoint_step_ >= 0 ? absl::StrFormat("step %d", good_checkpoint_step_) : "none";
+  if (final) {
+    return absl::Status(
+        s.code(), absl::StrFormat("training stopped at step %d, but its checkpoint could not be "
+                                  "written: %s (the newest checkpoint this peer wrote or resumed "
+                                  "from in %s: %s)",
+                                  step_, s.message(), config_.ckpt_dir, newest));
+  }
+  // A full or failing disk must not kill the run (nor, one after the other, every peer
+  // that inherits the duty): the state is still in memory, the next interval retries.
+  if (ckpt_failures_ >= kLoudCheckpointFailures) {
+    LogError(
+        "CHECKPOINTS ARE FAILING: %d checkpoint writes in a row failed; the newest checkpoint "
+        "this peer wrote or resumed from in %s: %s. Training goes on, but a crash now loses "
+        "every step since. Last error: %s",
+        ckpt_failures_, config_.ckpt_dir, newest, s.message());
+  } else {
+    LogWarning("checkpoint of step %d failed: %s; training goes on, the next checkpoint retries",
+               step_, s.message());
+  }
   return absl::OkStatus();
 }
 

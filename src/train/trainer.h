@@ -54,8 +54,11 @@ class Trainer {
   absl::Status TrainStep(StepMetrics* metrics);
   // Validation loss on the fixed evaluation windows (eval_batches * batch of them).
   EvalResult Evaluate();
-  // Writes a checkpoint of the current step into config.ckpt_dir.
+  // Writes a checkpoint of the current step into config.ckpt_dir (if this peer has the
+  // duty and has not written this step yet).
   absl::Status SaveCheckpoint();
+  // After this many failed checkpoint writes in a row the failure is logged as an error.
+  static constexpr int kLoudCheckpointFailures = 3;
 
   int64_t step() const { return step_; }  // optimizer steps completed
   absl::Span<const float> params() const { return params_.span(); }
@@ -70,6 +73,11 @@ class Trainer {
   Trainer() = default;
   absl::Status InitOrResume();
   absl::Status EvaluateUntrained();
+  // SaveCheckpoint, where a failure (full disk, I/O error, permissions) is logged and
+  // counted (ckpt_failures; an error line from kLoudCheckpointFailures on) and training
+  // goes on; the next interval retries. Only the `final` checkpoint's failure (the run
+  // ends here) is returned, naming the newest good checkpoint.
+  absl::Status CheckpointOrCarryOn(bool final);
   void PrintStep(const StepMetrics& m) const;
 
   TrainConfig config_;
@@ -89,8 +97,10 @@ class Trainer {
   std::string tokenizer_model_;  // bytes of the data's tokenizer.model ("" if none)
   int64_t step_ = 0;
   int64_t tokens_seen_ = 0;
-  int64_t last_checkpoint_step_ = -1;
-  uint64_t loaded_epoch_ = 0;  // view epoch of the checkpoint resumed from
+  int64_t last_checkpoint_step_ = -1;  // the step last written or resumed (no rewrite)
+  int64_t good_checkpoint_step_ = -1;  // the newest step this peer wrote or resumed from
+  int ckpt_failures_ = 0;              // consecutive failed checkpoint writes
+  uint64_t loaded_epoch_ = 0;          // view epoch of the checkpoint resumed from
   bool resumed_ = false;
 };
 

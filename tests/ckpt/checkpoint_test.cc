@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -278,7 +279,7 @@ TEST_CASE("a stale writer (older epoch or step) is refused and changes nothing")
   CHECK(absl::IsFailedPrecondition(s));
   CHECK(std::string(s.message()).find("stale") != std::string::npos);
   CHECK(std::string(s.message()).find("step-00000050") != std::string::npos);
-  CHECK(absl::IsFailedPrecondition(WriteSimple(tmp.path(), 40, 2, 5)));  // same epoch, behind
+  CHECK(absl::IsAlreadyExists(WriteSimple(tmp.path(), 40, 2, 5)));       // same epoch, behind
   CHECK(absl::IsFailedPrecondition(WriteSimple(tmp.path(), 50, 1, 5)));  // would replace newer
   CHECK(Entries(tmp.path()) == before);  // no temp dir left behind, nothing deleted
   auto c = OpenLatestValidCheckpoint(tmp.path(), nullptr);
@@ -308,12 +309,22 @@ TEST_CASE("rewriting the same step with a newer or equal epoch replaces it") {
 TEST_CASE("temp dirs of an interrupted write are ignored by readers and cleaned by writers") {
   TempDir tmp;
   REQUIRE(WriteSimple(tmp.path(), 20, 1, 5).ok());
-  // Simulate a writer killed mid-write at step 30 (and a leftover at a newer step 90,
-  // which may belong to a newer leader still writing: it must be left alone).
-  fs::create_directory(tmp / ".tmp-step-00000030-99999");
-  std::ofstream(tmp / ".tmp-step-00000030-99999/params.bin") << "partial";
-  fs::create_directory(tmp / ".tmp-step-00000090-99998");
-  fs::create_directory(tmp / ".old-step-00000010-peer-b.example-99997");
+  // A writer killed mid-write at step 30 left its scratch directory, with its lock file
+  // (its lock died with it); a newer one at step 90 too. Both are abandoned, whatever
+  // the step. A lock-less leftover of an older ringtrain is removed once unchanged for
+  // kAbandonedAfterSeconds; a fresh lock-less one is left alone (see scratch_dir.h).
+  for (const char* dead :
+       {".tmp-step-00000030-host-99999-0000abcd", ".tmp-step-00000090-host-99998-0000abcd"}) {
+    fs::create_directory(tmp / dead);
+    std::ofstream(tmp / dead + "/params.bin") << "partial";
+    std::ofstream(tmp / dead + "/.lock") << "";
+  }
+  fs::create_directory(tmp / ".tmp-step-00000010-99997");
+  fs::create_directory(tmp / ".old-step-00000010-peer-b.example-99996");
+  fs::create_directory(tmp / ".tmp-step-00000011-99995");
+  const auto long_ago = fs::file_time_type::clock::now() - std::chrono::hours(1);
+  fs::last_write_time(tmp / ".tmp-step-00000010-99997", long_ago);
+  fs::last_write_time(tmp / ".old-step-00000010-peer-b.example-99996", long_ago);
 
   std::vector<std::string> problems;
   auto c = OpenLatestValidCheckpoint(tmp.path(), &problems);
@@ -323,7 +334,7 @@ TEST_CASE("temp dirs of an interrupted write are ignored by readers and cleaned 
 
   REQUIRE(WriteSimple(tmp.path(), 40, 1, 5).ok());
   CHECK(Entries(tmp.path()) ==
-        std::vector<std::string>{".tmp-step-00000090-99998", "step-00000020", "step-00000040"});
+        std::vector<std::string>{".tmp-step-00000011-99995", "step-00000020", "step-00000040"});
 }
 
 TEST_CASE("a failing write (file size limit, like a full disk) leaves everything as it was") {

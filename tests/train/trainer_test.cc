@@ -1,17 +1,22 @@
 // Training-level behaviour of Trainer: accumulation equals a bigger batch, a tiny
 // model memorises a short text, bf16 tracks fp32, resume is bit-exact, runs are
-// reproducible, metrics lines are complete, bad configurations are refused.
+// reproducible, metrics lines are complete, bad configurations are refused, failed
+// checkpoint writes are survived.
 #include "train/trainer.h"
 
 #include <doctest/doctest.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <string>
 #include <vector>
 
+#include "ckpt/checkpoint.h"
 #include "train/train_test_util.h"
 
 namespace {
@@ -266,4 +271,51 @@ TEST_CASE("bad configurations are refused with a message naming the problem") {
   bad = c;
   bad.resume = true;
   CHECK(error_of(bad).find("--resume needs --ckpt-dir") != std::string::npos);
+}
+
+TEST_CASE("failed checkpoint writes do not stop training; only the final one is an error") {
+  rt::train::testing::UseOneThread();
+  TempDir dir;
+  REQUIRE(WriteMarkovData(dir / "data", 64, 4000, 500).empty());
+  TrainConfig c = TinyConfig(dir / "data");
+  c.steps = 12;
+  c.ckpt_dir = dir / "ckpt";
+  c.ckpt_every = 3;
+  c.metrics_path = dir / "m.jsonl";
+  auto t = MakeTrainer(c);
+  // RLIMIT_FSIZE makes write(2) fail past 64 KiB (EFBIG), where a full disk fails with
+  // ENOSPC: params.bin (~110 KB) cannot be written, the metrics file (~10 KB) can.
+  // SIGXFSZ would kill the process: ignored meanwhile.
+  struct rlimit old_limit;
+  REQUIRE(getrlimit(RLIMIT_FSIZE, &old_limit) == 0);
+  auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = old_limit;
+  small.rlim_cur = 64 * 1024;
+  REQUIRE(setrlimit(RLIMIT_FSIZE, &small) == 0);
+  const absl::Status st = t->Run();
+  setrlimit(RLIMIT_FSIZE, &old_limit);
+  std::signal(SIGXFSZ, old_handler);
+
+  CHECK(t->step() == 12);  // every step trained despite three failed checkpoints
+  REQUIRE_FALSE(st.ok());
+  const std::string msg(st.message());
+  CHECK_MESSAGE(msg.find("training stopped at step 12, but its checkpoint could not be written") !=
+                    std::string::npos,
+                msg);
+  CHECK_MESSAGE(msg.find("params.bin") != std::string::npos, msg);
+  CHECK_MESSAGE(msg.find(": none)") != std::string::npos, msg);  // no good checkpoint yet
+  std::ifstream in(c.metrics_path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  REQUIRE(lines.size() == 12);
+  CHECK(lines[2].find("\"ckpt_failures\":0") != std::string::npos);   // step 3: none yet
+  CHECK(lines[3].find("\"ckpt_failures\":1") != std::string::npos);   // after step 3's
+  CHECK(lines[11].find("\"ckpt_failures\":3") != std::string::npos);  // steps 3, 6, 9
+  // Nothing half-written is left, and a run with a working disk writes normally.
+  CHECK(absl::IsNotFound(rt::ckpt::OpenLatestValidCheckpoint(c.ckpt_dir, nullptr).status()));
+  for (const auto& e : std::filesystem::directory_iterator(c.ckpt_dir)) {
+    CHECK_MESSAGE(false, "left behind: " << e.path());
+  }
+  REQUIRE(t->SaveCheckpoint().ok());
+  CHECK(rt::ckpt::OpenLatestValidCheckpoint(c.ckpt_dir, nullptr)->meta().step == 12);
 }
