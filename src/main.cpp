@@ -1,8 +1,12 @@
 // ringtrain: one binary, run unchanged on every peer. This file only dispatches to
 // the subcommands in src/cli/ and handles the parts of the command line that are
-// common to all of them (--help, dashed flag names, flags a subcommand does not use).
+// common to all of them (--help, dashed flag names, flags a subcommand does not use,
+// the OpenMP wait policy of the subcommands that compute).
+#include <limits.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -56,19 +60,33 @@ void PrintSubcommandHelp(const rt::cli::Subcommand& sub) {
 // libgomp reads OMP_WAIT_POLICY once, before main. Its default (spin for a while)
 // costs dearly when cores are shared: with the Asio I/O threads of the ring, or on an
 // oversubscribed VPS, spinning compute threads starve them (measured on 2 shared
-// cores: 2-thread MFU 46% -> 76% with PASSIVE). So unless the user chose a policy,
-// re-exec ourselves once with PASSIVE. Returns only if the re-exec failed or was not needed.
+// cores: 2-thread MFU 46% -> 76% with PASSIVE). So unless the user chose a policy, a
+// subcommand that runs OpenMP re-executes the binary once with PASSIVE; the others
+// (prepare, plan, --help, ...) never pay for the exec.
+//
+// The exec names the resolved binary, never /proc/self/exe: the kernel names a
+// process after the file it executes, and a process named `exe` is invisible to
+// `pkill -x ringtrain`, `pidof` and `top` (the README signals peers with pkill).
+// Returns only if no re-exec was needed or it failed.
 void EnsurePassiveOpenMpWait(char** argv) {
   if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  std::string self(PATH_MAX, '\0');
+  const ssize_t n = readlink("/proc/self/exe", self.data(), self.size() - 1);
+  if (n <= 0) return;  // no /proc: carry on with libgomp's default policy
+  self.resize(static_cast<size_t>(n));
   if (setenv("OMP_WAIT_POLICY", "PASSIVE", 1) != 0) return;
-  execv("/proc/self/exe", argv);
-  // exec failed (no /proc?): carry on with the default policy.
+  execv(self.c_str(), argv);
+  // The binary was replaced or deleted under us (" (deleted)"): carry on spinning.
+  std::fprintf(stderr, "ringtrain: cannot re-execute %s (%s); OpenMP threads will spin-wait\n",
+               self.c_str(), std::strerror(errno));
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  EnsurePassiveOpenMpWait(argv);
+  // The process is `ringtrain` however it was started (a symlink, a renamed copy, a
+  // wrapper): the README's `pkill -HUP -x ringtrain` and `pidof ringtrain` find it.
+  prctl(PR_SET_NAME, "ringtrain", 0, 0, 0);
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0 ||
       std::strcmp(argv[1], "help") == 0) {
     PrintTopLevelHelp(argc < 2 ? stderr : stdout);
@@ -95,5 +113,6 @@ int main(int argc, char** argv) {
     PrintSubcommandHelp(*sub);
     return 0;
   }
+  if (sub->runs_openmp) EnsurePassiveOpenMpWait(argv);
   return sub->run(parsed->positional);
 }

@@ -26,7 +26,8 @@ int RunBench(const std::vector<std::string>& positional) {
 
 std::vector<std::string> AllBenchFlags() {
   std::vector<std::string> flags;
-  for (const auto& list : {BenchComputeFlagNames(), BenchAllreduceFlagNames(), BenchCodecFlagNames()}) {
+  for (const auto& list :
+       {BenchComputeFlagNames(), BenchAllreduceFlagNames(), BenchCodecFlagNames()}) {
     for (const std::string& f : list) {
       bool seen = false;
       for (const std::string& g : flags) seen = seen || g == f;
@@ -48,6 +49,7 @@ const Subcommand& BenchSubcommand() {
         AllBenchFlags(), &RunBench};
     // bench compute times a few steps; --steps is a training length elsewhere.
     s.flag_defaults = {{"steps", "5"}};
+    s.runs_openmp = true;  // bench compute: the model and AdamW
     return s;
   }();
   return sub;

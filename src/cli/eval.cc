@@ -106,7 +106,9 @@ const Subcommand& EvalSubcommand() {
       "Evaluates non-overlapping seq_len windows of the val split; bits per byte =\n"
       "loss / ln 2 * tokens / source bytes (comparable across tokenizers).",
       {"ckpt", "data", "eval_tokens", "batch", "precision", "threads"},
-      &RunEval};
+      &RunEval,
+      /*flag_defaults=*/{},
+      /*runs_openmp=*/true};
   return sub;
 }
 

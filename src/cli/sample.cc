@@ -92,7 +92,9 @@ const Subcommand& SampleSubcommand() {
       "                 [--top-k 50] [--seed N]\n"
       "DIR is a --ckpt-dir (its newest valid checkpoint is used) or one step directory.",
       {"ckpt", "prompt", "tokens", "temperature", "top_k", "seed", "precision", "threads"},
-      &RunSample};
+      &RunSample,
+      /*flag_defaults=*/{},
+      /*runs_openmp=*/true};
   return sub;
 }
 

@@ -21,6 +21,9 @@ struct Subcommand {
   // Defaults this subcommand uses instead of a flag's own (set before parsing, shown by
   // --help), e.g. bench: {"steps", "5"} where --steps is otherwise a training length.
   std::vector<std::pair<std::string, std::string>> flag_defaults = {};
+  // Whether it runs OpenMP compute (model, optimizer): main then makes libgomp's
+  // threads wait passively (see EnsurePassiveOpenMpWait in src/main.cpp).
+  bool runs_openmp = false;
 };
 
 // One accessor per subcommand, defined in src/cli/<name>.cc.

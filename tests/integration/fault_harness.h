@@ -129,12 +129,23 @@ class FaultCluster {
     for (int i = 0; i < size(); ++i) WriteHosts(i, entries);
   }
 
+  // From now on every peer starts in a PID namespace of its own (as root), as if on a
+  // host of its own: RunOnHost(i, ...) runs a shell command there, where `pkill -x
+  // ringtrain` sees only that peer and never another test's processes. Signal() then
+  // goes to the peer itself, not to its launcher, whose exit status is the peer's.
+  void UsePidNamespaces() { pid_namespaces_ = true; }
+
   // Starts (or restarts) peer i with its own hosts copy, metrics and checkpoints.
   void Start(int i, const std::vector<std::string>& extra = {}) {
     Peer& p = peers_[i];
     REQUIRE_MESSAGE(p.pid <= 0, "peer " << i << " is still running");
     std::vector<std::string> argv_s;
     if (launch_) argv_s = launch_(i);
+    if (pid_namespaces_) {
+      for (const char* a : {"unshare", "--pid", "--fork", "--mount-proc", "--"}) {
+        argv_s.push_back(a);
+      }
+    }
     argv_s.push_back(RINGTRAIN_BINARY);
     argv_s.push_back("train");
     argv_s.insert(argv_s.end(), args_.begin(), args_.end());
@@ -171,9 +182,39 @@ class FaultCluster {
     p.started_s = NowS();
   }
 
-  // Signals to the peer's process group (kill -9, SIGSTOP, SIGCONT, SIGHUP, SIGTERM).
+  // Signals to the peer's process group (kill -9, SIGSTOP, SIGCONT, SIGHUP, SIGTERM);
+  // with PID namespaces, to the peer itself (its launcher would die of SIGTERM).
   void Signal(int i, int sig) {
-    if (peers_[i].pid > 0) ::kill(-peers_[i].pid, sig);
+    if (peers_[i].pid <= 0) return;
+    if (!pid_namespaces_ || sig == SIGKILL) {
+      ::kill(-peers_[i].pid, sig);
+    } else if (const pid_t inner = InnerPid(i); inner > 0) {
+      ::kill(inner, sig);
+    }
+  }
+
+  // The pid of peer i's process (its launcher's with PID namespaces); -1 if not running.
+  pid_t Pid(int i) const { return peers_[i].pid; }
+
+  // With PID namespaces: the peer's pid (as this process sees it), a child of its
+  // `unshare` launcher; -1 if it is not (yet) running.
+  pid_t InnerPid(int i) const {
+    const pid_t outer = peers_[i].pid;
+    if (outer <= 0) return -1;
+    const std::string children = ::rt::testing::ReadFile(
+        "/proc/" + std::to_string(outer) + "/task/" + std::to_string(outer) + "/children");
+    return children.empty() ? -1 : static_cast<pid_t>(std::atoi(children.c_str()));
+  }
+
+  // With PID namespaces: runs `sh -c command` on peer i's "host" (in its PID and mount
+  // namespaces: its own /proc) and returns the exit status (-1 if it could not run).
+  int RunOnHost(int i, const std::string& command) {
+    const pid_t inner = InnerPid(i);
+    if (inner <= 0) return -1;
+    const std::string cmd = "nsenter -t " + std::to_string(inner) + " --pid --mount -- sh -c '" +
+                            command + "' </dev/null";
+    const int status = std::system(cmd.c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
   // kill -9 and reap; returns the time of the kill.
   double Kill9(int i) {
@@ -315,6 +356,7 @@ class FaultCluster {
   std::function<std::vector<std::string>(int)> launch_;
   std::vector<std::string> env_;
   std::vector<Peer> peers_;
+  bool pid_namespaces_ = false;
 };
 
 // The wall-clock time of a log line "[2026-11-29 23:49:19.035 I] ..." (local time),

@@ -5,8 +5,12 @@
 // peer gets SIGHUP: it leaves cleanly (exit 0) at a step boundary. The global batch
 // stays constant, training never stops for long, and the 3 end at the last step
 // with one param_hash and the loss of an uninterrupted 3-peer run. Bounded (~1-2 min).
+// The peers are signalled with the README's own command (`parallel-ssh -h hosts
+// 'pkill -HUP -x ringtrain'`: its quoted part, run on each "host"), each peer in a PID
+// namespace of its own (as root), so pkill sees that peer and nothing of other tests.
 #include <doctest/doctest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <random>
@@ -31,6 +35,37 @@ double LongestGap(const FaultCluster& c, int i) {
   return gap;
 }
 
+// The command the README runs on every host to make the peers re-read their hosts
+// file: the quoted part of its `parallel-ssh -h hosts '...'` line with `pkill -HUP`.
+std::string ReadmeSighupCommand() {
+  const std::string readme =
+      rt::testing::ReadFile(std::string(RINGTRAIN_SOURCE_DIR) + "/README.md");
+  const std::string start = "parallel-ssh -h hosts '";
+  for (size_t at = readme.find(start); at != std::string::npos; at = readme.find(start, at + 1)) {
+    const size_t begin = at + start.size();
+    const size_t end = readme.find('\'', begin);
+    if (end == std::string::npos) break;
+    const std::string command = readme.substr(begin, end - begin);
+    if (command.find("pkill -HUP") != std::string::npos) return command;
+  }
+  return "";
+}
+
+// SIGHUP to peers `who`: the README's command on each peer's host when the peers run
+// in PID namespaces (root), else a signal to each.
+void SignalHostsChanged(FaultCluster& c, const std::vector<int>& who, bool pid_namespaces) {
+  const std::string command = ReadmeSighupCommand();
+  REQUIRE_MESSAGE(!command.empty(), "README.md has no `parallel-ssh -h hosts 'pkill -HUP ...'`");
+  REQUIRE(command.find('\'') == std::string::npos);
+  for (int i : who) {
+    if (pid_namespaces) {
+      CHECK_MESSAGE(c.RunOnHost(i, command) == 0, "`" << command << "` on peer " << i << "'s host");
+    } else {
+      c.Signal(i, SIGHUP);
+    }
+  }
+}
+
 }  // namespace
 
 TEST_CASE("fault: grow 3 -> 4 peers by a hosts-file line and SIGHUP, then shrink back") {
@@ -44,6 +79,12 @@ TEST_CASE("fault: grow 3 -> 4 peers by a hosts-file line and SIGHUP, then shrink
   const int base = TestBasePort();
 
   FaultCluster c(tmp / "run", 4, args, base + 10);
+  const bool pid_namespaces = geteuid() == 0;
+  if (pid_namespaces) {
+    c.UsePidNamespaces();
+  } else {
+    MESSAGE("not root: SIGHUP by kill(2), not by the README's pkill line in PID namespaces");
+  }
   c.WriteHostsAll({0, 1, 2});
   for (int i = 0; i < 3; ++i) c.Start(i);
   REQUIRE_MESSAGE(c.WaitUntil([&] { return c.LastStep(0) >= 5 && c.LastStep(2) >= 5; }, 90),
@@ -52,7 +93,7 @@ TEST_CASE("fault: grow 3 -> 4 peers by a hosts-file line and SIGHUP, then shrink
 
   // Grow: the edited file is copied everywhere (the new host too), peers signalled.
   c.WriteHostsAll({0, 1, 2, 3});
-  for (int i = 0; i < 3; ++i) c.Signal(i, SIGHUP);
+  SignalHostsChanged(c, {0, 1, 2}, pid_namespaces);
   const double t_start = NowS();
   c.Start(3);
   const double joined = WaitRejoined(c, 3, 0, t_start, 60);
@@ -66,7 +107,7 @@ TEST_CASE("fault: grow 3 -> 4 peers by a hosts-file line and SIGHUP, then shrink
 
   // Shrink: its line is removed from every copy; every peer is signalled.
   c.WriteHostsAll({0, 1, 2});
-  for (int i = 0; i < 4; ++i) c.Signal(i, SIGHUP);
+  SignalHostsChanged(c, {0, 1, 2, 3}, pid_namespaces);
   const std::optional<int> left = c.WaitExit(3, 30);
   REQUIRE_MESSAGE(left.has_value(), "the removed peer did not leave\n" << c.Dump());
   CHECK_MESSAGE(*left == 0, "the removed peer exited with " << *left << "\n" << c.Dump());

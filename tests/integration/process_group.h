@@ -105,6 +105,9 @@ class ProcessGroup {
     }
   }
 
+  // The pid of process `index` (the leader of its process group).
+  pid_t pid(size_t index) const { return procs_[index].pid; }
+
   // Sends `sig` to process `index` only (not its group), as a user's kill would.
   void Signal(size_t index, int sig) {
     const Proc& p = procs_[index];
