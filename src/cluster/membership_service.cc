@@ -34,8 +34,10 @@ struct MembershipService::OutLink {
   std::shared_ptr<net::PendingLink> dialing;
   int64_t dial_after_ms = 0;
   int64_t dial_started_ms = 0;
-  int64_t up_ms = 0;                                // when the current link was adopted
-  bool warned = false;                              // a fatal refusal was logged
+  int64_t up_ms = 0;                 // when the current link was adopted
+  bool warned = false;               // a fatal refusal was logged
+  uint64_t report_version_sent = 0;  // local_report_version_ last attached
+  int64_t report_sent_ms = -1;
   std::deque<std::pair<int64_t, Envelope>> queued;  // (ms, envelope) sent while no link was up
 };
 
@@ -200,6 +202,32 @@ absl::Status MembershipService::HostsFileChanged(const std::string& path) {
 }
 void MembershipService::Leave(const std::string& reason) {
   Post(Event{Event::kLeave, {}, {}, {}, {}, reason});
+}
+
+void MembershipService::SetLocalReport(std::vector<uint8_t> report) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (report.size() > kMaxReportBytes) {
+    if (!report_too_large_warned_) {
+      LogWarning("status report of %d bytes exceeds %d: not sent", report.size(), kMaxReportBytes);
+      report_too_large_warned_ = true;
+    }
+    return;
+  }
+  local_report_ = std::move(report);
+  ++local_report_version_;
+}
+
+std::vector<RemoteReport> MembershipService::PeerReports() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<RemoteReport> out = peer_reports_;
+  const int64_t now = NowMs();
+  for (RemoteReport& r : out) {
+    auto it = received_reports_.find(r.peer);
+    if (it == received_reports_.end()) continue;
+    r.report = it->second.bytes;
+    r.age_ms = now - it->second.received_ms;
+  }
+  return out;
 }
 
 void MembershipService::SetBlockedPeers(std::set<PeerId> peers) {
@@ -370,6 +398,10 @@ void MembershipService::Apply(const Event& e, int64_t now_ms) {
   Membership& m = *membership_;
   switch (e.kind) {
     case Event::kEnvelope:
+      if (const auto* hb = std::get_if<Heartbeat>(&e.envelope.message); hb && !hb->report.empty()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        received_reports_[e.envelope.from] = ReceivedReport{hb->report, now_ms};
+      }
       m.OnEnvelope(e.envelope, now_ms);
       break;
     case Event::kLinkBroken:
@@ -465,18 +497,32 @@ void MembershipService::SendOut(const Outgoing& o, int64_t now_ms) {
   const int rank = RankOfPeer(o.to);
   if (rank < 0 || rank == node_->self_rank() || Blocked(o.to)) return;
   OutLink* out = out_[rank].get();
+  const Envelope& envelope = WithReport(o.envelope, out, now_ms);
   if (out->link) {
-    out->link->connection().SetEpoch(o.envelope.epoch);
+    out->link->connection().SetEpoch(envelope.epoch);
     absl::Status st =
-        out->link->connection().SendOwned(net::FrameType::kControl, EncodeEnvelope(o.envelope));
+        out->link->connection().SendOwned(net::FrameType::kControl, EncodeEnvelope(envelope));
     if (st.ok()) return;
     out->link.reset();
     out->dial_after_ms = now_ms;
     membership_->OnLinkBroken(o.to, now_ms);
     return;
   }
-  out->queued.emplace_back(now_ms, o.envelope);
+  out->queued.emplace_back(now_ms, envelope);
   while (out->queued.size() > options_.max_queued_per_peer) out->queued.pop_front();
+}
+
+const Envelope& MembershipService::WithReport(const Envelope& e, OutLink* out, int64_t now_ms) {
+  if (!std::holds_alternative<Heartbeat>(e.message)) return e;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (local_report_.empty()) return e;
+  const bool changed = out->report_version_sent != local_report_version_;
+  if (!changed && now_ms - out->report_sent_ms < kReportRefreshMs) return e;
+  out->report_version_sent = local_report_version_;
+  out->report_sent_ms = now_ms;
+  report_envelope_ = e;
+  std::get<Heartbeat>(report_envelope_.message).report = local_report_;
+  return report_envelope_;
 }
 
 void MembershipService::Drain(int64_t now_ms) {
@@ -496,6 +542,15 @@ void MembershipService::Drain(int64_t now_ms) {
     pause_reason_ = m.pause_reason();
     phase_ = m.phase();
     agreed_hosts_ = m.agreed_hosts();
+    peer_reports_.clear();
+    for (size_t r = 0; r < node_peers_.size(); ++r) {
+      if (static_cast<int>(r) == node_->self_rank() || r >= out_.size() || !out_[r]) continue;
+      RemoteReport p;
+      p.peer = node_peers_[r];
+      p.alive = m.IsAlive(p.peer, now_ms);
+      p.in_view = m.view().Contains(p.peer);
+      peer_reports_.push_back(std::move(p));
+    }
   }
   state_cv_.notify_all();
 }

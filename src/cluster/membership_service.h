@@ -25,6 +25,12 @@
 // step boundary) and loses them once a view without it is installed. Control links
 // and receivers follow the node's slots (TcpNode ranks are stable slots).
 //
+// Status reports (issue 14): SetLocalReport hands the service this peer's opaque
+// report (src/observe/peer_report.h, at most kMaxReportBytes); it rides on the next
+// heartbeat to each peer after it changed (and at least every kReportRefreshMs), and
+// PeerReports() returns the newest report received from every peer with its age and
+// whether the membership considers the peer alive. Nothing here decodes reports.
+//
 // Thread-safety: every public method may be called from any thread.
 #pragma once
 
@@ -33,6 +39,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -57,6 +64,15 @@ inline constexpr uint64_t kControlChannel = 0x4C525443'00000001ull;
 inline uint64_t RingChannel(const View& view) {
   return (0x52ull << 56) ^ (static_cast<uint64_t>(view.Fingerprint()) << 20) ^ view.epoch;
 }
+
+// A peer of the hosts file or the view as this peer sees it (PeerReports).
+struct RemoteReport {
+  PeerId peer;
+  bool alive = false;           // heard from within the peer timeout, link not broken
+  bool in_view = false;         // member of this peer's installed view
+  int64_t age_ms = -1;          // since `report` arrived (-1: none yet)
+  std::vector<uint8_t> report;  // the newest non-empty report received
+};
 
 struct MembershipServiceOptions {
   std::shared_ptr<net::TcpNode> node;  // started; its hosts and self rank name the peers
@@ -113,6 +129,12 @@ class MembershipService {
   absl::Status HostsFileChanged(const std::string& path);
   void Leave(const std::string& reason);  // SIGTERM at a step boundary
 
+  // This peer's status report for the other peers (see the file comment). Longer
+  // ones than kMaxReportBytes are not sent (logged once).
+  void SetLocalReport(std::vector<uint8_t> report);
+  // Every other peer of the node's host list, in slot order.
+  std::vector<RemoteReport> PeerReports() const;
+
   // Test hook: drop every envelope to or from these peers, as a partition would
   // (links stay up, so only peer_timeout_ms notices). Empty set heals.
   void SetBlockedPeers(std::set<PeerId> peers);
@@ -137,6 +159,11 @@ class MembershipService {
     std::string reason;
   };
   struct OutLink;
+  struct ReceivedReport {
+    std::vector<uint8_t> bytes;
+    int64_t received_ms = -1;
+  };
+  static constexpr int64_t kReportRefreshMs = 5000;
 
   explicit MembershipService(MembershipServiceOptions options);
   void Post(Event e);
@@ -149,6 +176,8 @@ class MembershipService {
   void Apply(const Event& e, int64_t now_ms);
   void PumpLinks(int64_t now_ms);
   void SendOut(const Outgoing& o, int64_t now_ms);
+  // `e`, or a heartbeat with the local report attached when `out` has not had it.
+  const Envelope& WithReport(const Envelope& e, OutLink* out, int64_t now_ms);
   void Drain(int64_t now_ms);
   void Publish(const Decision& d);
   bool Blocked(const PeerId& peer) const;
@@ -166,6 +195,7 @@ class MembershipService {
   std::vector<std::unique_ptr<InLink>> retired_;  // receivers of removed slots, ending
   std::vector<PeerId> node_hosts_;                // what SetHosts was last given
   View last_logged_view_;
+  Envelope report_envelope_;  // WithReport's copy
 
   std::atomic<bool> stop_{false};
   std::thread control_thread_;
@@ -182,6 +212,11 @@ class MembershipService {
   Membership::Phase phase_ = Membership::Phase::kForming;
   std::vector<PeerId> agreed_hosts_;
   bool stopped_ = false;
+  std::vector<uint8_t> local_report_;  // SetLocalReport
+  uint64_t local_report_version_ = 0;  // bumped by every SetLocalReport
+  bool report_too_large_warned_ = false;
+  std::map<PeerId, ReceivedReport> received_reports_;
+  std::vector<RemoteReport> peer_reports_;  // without bytes; filled by Drain
 };
 
 }  // namespace rt::cluster

@@ -7,12 +7,13 @@
 // view until it has learned the new epoch (it learns it from heartbeats it receives).
 //
 // Encoding (little-endian):
-//   0 magic u32 'RTCM' | 4 version u8 = 1 | 5 type u8 | 6 reserved u16 = 0 |
+//   0 magic u32 'RTCM' | 4 version u8 = 2 | 5 type u8 | 6 reserved u16 = 0 |
 //   8 epoch u64 | 16 body_bytes u32 | 20 crc32c u32 of bytes 0..19 and the body |
 //   24 body: sender (string) then the message fields in declaration order.
 // Strings are u32 length + bytes (<= kMaxStringBytes), lists are u32 count + items
-// (<= kMaxListItems), bools one byte 0/1, StateVersion = epoch u64 + step i64,
-// View = epoch u64 + list of strings. Decoding validates everything (DataLoss).
+// (<= kMaxListItems), byte blobs u32 length + bytes (<= kMaxReportBytes), bools one byte 0/1,
+// StateVersion = epoch u64 + step i64, View = epoch u64 + list of strings. Decoding validates
+// everything (DataLoss).
 #pragma once
 
 #include <cstdint>
@@ -29,10 +30,11 @@
 namespace rt::cluster {
 
 inline constexpr uint32_t kEnvelopeMagic = 0x4D435452u;  // "RTCM" in memory order
-inline constexpr uint8_t kEnvelopeVersion = 1;
+inline constexpr uint8_t kEnvelopeVersion = 2;           // 2: heartbeats carry a status report
 inline constexpr size_t kEnvelopeHeaderBytes = 24;
 inline constexpr size_t kMaxStringBytes = 4096;
 inline constexpr size_t kMaxListItems = 65536;
+inline constexpr size_t kMaxReportBytes = 8192;
 
 // Sent every heartbeat interval to every host of the file (members or not), so
 // that failures are detected and stale or partitioned peers learn the current view.
@@ -43,6 +45,9 @@ struct Heartbeat {
   bool training = false;         // the sender can train right now
   bool disrupted = false;        // the sender's ring is broken: it needs a new view
   std::vector<PeerId> suspects;  // view members the sender cannot reach
+  // The sender's status report (src/observe/peer_report.h: its figures and recent
+  // events), opaque here; empty when unchanged since the last one sent on this link.
+  std::vector<uint8_t> report;
 };
 // A peer outside the view asks the view's leader to be admitted.
 struct JoinRequest {

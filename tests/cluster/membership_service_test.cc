@@ -411,3 +411,45 @@ TEST_CASE("figures with the default timeouts: kill and silence to new view, new 
 
 }  // namespace
 }  // namespace rt::cluster
+
+namespace rt::cluster {
+
+TEST_CASE("status reports ride on heartbeats: changed ones arrive, a killed peer is not alive") {
+  LoopbackCluster c(3);
+  c.StartAll();
+  REQUIRE_MESSAGE(c.WaitTrainingTogether({0, 1, 2}, Bound(5)), c.Dump());
+  // The report of peer 1 as peer `at` sees it ("" until it arrived).
+  auto report_at = [&](int at, int from) {
+    for (const RemoteReport& r : c.S(at).PeerReports()) {
+      if (r.peer == c.Id(from)) return std::string(r.report.begin(), r.report.end());
+    }
+    return std::string();
+  };
+  auto wait_for = [&](const std::function<bool()>& pred) {
+    const absl::Time end = absl::Now() + Bound(5);
+    while (!pred() && absl::Now() < end) absl::SleepFor(absl::Milliseconds(5));
+    return pred();
+  };
+  c.S(1).SetLocalReport({'f', 'i', 'r', 's', 't'});
+  CHECK(wait_for([&] { return report_at(0, 1) == "first" && report_at(2, 1) == "first"; }));
+  c.S(1).SetLocalReport({'s', 'e', 'c', 'o', 'n', 'd'});
+  CHECK(wait_for([&] { return report_at(0, 1) == "second" && report_at(2, 1) == "second"; }));
+  // A report above the bound is not sent; the last good one stays.
+  c.S(1).SetLocalReport(std::vector<uint8_t>(kMaxReportBytes + 1, 'x'));
+  absl::SleepFor(absl::Milliseconds(200));
+  CHECK(report_at(0, 1) == "second");
+  for (const RemoteReport& r : c.S(0).PeerReports()) {
+    CHECK(r.alive);
+    CHECK(r.in_view);
+    if (r.peer == c.Id(1)) CHECK(r.age_ms >= 0);
+  }
+  c.Kill(1);
+  CHECK(wait_for([&] {
+    for (const RemoteReport& r : c.S(0).PeerReports()) {
+      if (r.peer == c.Id(1)) return !r.alive;
+    }
+    return false;
+  }));
+}
+
+}  // namespace rt::cluster

@@ -19,6 +19,7 @@ std::vector<Envelope> Samples() {
   hb.training = true;
   hb.disrupted = true;
   hb.suspects = {"10.0.0.3:29500"};
+  hb.report = {1, 2, 3, 0, 255};
   StepAgreement agreement;
   agreement.resume = {8, 99};
   agreement.source = "b";
@@ -53,6 +54,7 @@ TEST_CASE("every message type round-trips through the envelope") {
   CHECK(hb.state.step == 1234);
   CHECK(hb.training);
   CHECK(hb.suspects == std::vector<PeerId>{"10.0.0.3:29500"});
+  CHECK(hb.report == std::vector<uint8_t>{1, 2, 3, 0, 255});
   const Envelope commit_envelope = DecodeEnvelope(EncodeEnvelope(Samples()[5]), "t").value();
   const auto& commit = std::get<ViewCommit>(commit_envelope.message);
   CHECK(commit.agreement.need_state == std::vector<PeerId>{"c", "d"});
@@ -108,6 +110,20 @@ TEST_CASE("epoch gate refuses older epochs and never goes back") {
   CHECK(gate.epoch() == 5);
   gate.Advance(9);
   CHECK(!gate.Admit(Envelope{8, "a", Leave{}}).ok());
+}
+
+}  // namespace rt::cluster
+
+namespace rt::cluster {
+
+TEST_CASE("a heartbeat report larger than kMaxReportBytes is refused") {
+  Heartbeat hb;
+  hb.report.assign(kMaxReportBytes, 7);
+  CHECK(DecodeEnvelope(EncodeEnvelope({1, "a", hb}), "t").ok());
+  hb.report.push_back(7);
+  auto d = DecodeEnvelope(EncodeEnvelope({1, "a", hb}), "t");
+  REQUIRE(!d.ok());
+  CHECK(std::string(d.status().message()).find("heartbeat report") != std::string::npos);
 }
 
 }  // namespace rt::cluster
