@@ -33,5 +33,7 @@ const Subcommand& EvalSubcommand();
 const Subcommand& SampleSubcommand();
 const Subcommand& PlanSubcommand();
 const Subcommand& BenchSubcommand();
+const Subcommand& StatusSubcommand();
+const Subcommand& PlotSubcommand();
 
 }  // namespace rt::cli

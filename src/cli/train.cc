@@ -26,6 +26,9 @@
 #include "net/ring_setup.h"
 #include "net/self_identity.h"
 #include "net/tcp_node.h"
+#include "observe/http_server.h"
+#include "observe/status_board.h"
+#include "observe/status_site.h"
 #include "train/elastic_reducer.h"
 #include "train/ring_gradient_reducer.h"
 #include "train/stop_signals.h"
@@ -55,6 +58,13 @@ ABSL_FLAG(double, peer_timeout, 3,
           "killed peer's closed sockets are noticed at once)");
 ABSL_FLAG(int, min_peers, 0,
           "With --hosts: peers needed to train (0 = more than half of the hosts file)");
+ABSL_FLAG(std::string, http, "",
+          "Serve read-only status pages on [ADDR:]PORT: / (dashboard), /metrics (Prometheus), "
+          "/api/status (JSON). A bare port binds 127.0.0.1 only; name another address "
+          "explicitly (e.g. 0.0.0.0:9100) to serve other machines. Off by default");
+ABSL_FLAG(std::string, events, "",
+          "Append the cluster's events (view changes, peers leaving and joining and why, "
+          "pauses, checkpoints) to this JSONL file; on a ring only the leader writes");
 ABSL_FLAG(bool, ckpt_shared, false,
           "With --hosts: --ckpt-dir is one shared directory; only the leader writes (else its "
           "ring successor writes a copy too)");
@@ -133,7 +143,8 @@ absl::StatusOr<std::function<bool(const cluster::PeerId&)>> WatchSharedCkptDir(
 // must agree on, the membership (started by the trainer once its state is loaded)
 // and, per view, a RingGradientReducer. Data problems are reported here, before any
 // peer is contacted. Sets c->global_batch (default: batch * accum * hosts).
-absl::StatusOr<std::unique_ptr<train::ElasticReducer>> JoinTrainCluster(train::TrainConfig* c) {
+absl::StatusOr<std::unique_ptr<train::ElasticReducer>> JoinTrainCluster(
+    train::TrainConfig* c, std::shared_ptr<observe::StatusBoard> board) {
   RETURN_IF_ERROR(c->Validate());
   absl::StatusOr<data::TokenDataset> opened = data::TokenDataset::Open(c->data_dir, "train");
   if (!opened.ok()) {
@@ -215,6 +226,7 @@ absl::StatusOr<std::unique_ptr<train::ElasticReducer>> JoinTrainCluster(train::T
     ASSIGN_OR_RETURN(e.ckpt_dir_shared_with, WatchSharedCkptDir(c->ckpt_dir, *node));
   }
   e.hosts_path = setup.hosts_path;
+  e.board = std::move(board);
   e.precondition_from = ring_options.buckets.precondition_from;
   // A transfer partner that died is noticed by the membership within peer_timeout.
   e.transfer.connect_timeout = absl::Seconds(std::max(2.0, 2 * peer_timeout_s));
@@ -296,6 +308,39 @@ int RunTrain(const std::vector<std::string>& positional) {
   c.resume = absl::GetFlag(FLAGS_resume) && !c.ckpt_dir.empty();
   c.metrics_path = absl::GetFlag(FLAGS_metrics);
 
+  // Status pages and the event log first: a port in use or an unwritable --events
+  // file is an error before any data is read or any peer is contacted. A ring peer
+  // always keeps a board: its reports reach the peers that serve pages.
+  const bool ring = !absl::GetFlag(FLAGS_hosts).empty();
+  std::shared_ptr<observe::StatusBoard> board;
+  std::unique_ptr<observe::HttpServer> http;
+  const std::string http_spec = absl::GetFlag(FLAGS_http);
+  if (ring || !http_spec.empty() || !absl::GetFlag(FLAGS_events).empty()) {
+    observe::BoardOptions bo;
+    bo.ckpt_dir = c.ckpt_dir;
+    bo.events_path = absl::GetFlag(FLAGS_events);
+    board = std::make_shared<observe::StatusBoard>(bo);
+    absl::Status started = board->Start();
+    if (!started.ok()) {
+      std::fprintf(stderr, "ringtrain train: %s\n", std::string(started.message()).c_str());
+      return 2;
+    }
+  }
+  if (!http_spec.empty()) {
+    absl::StatusOr<std::pair<std::string, uint16_t>> where =
+        observe::ParseHttpListenAddress(http_spec);
+    absl::StatusOr<std::unique_ptr<observe::HttpServer>> server =
+        where.ok() ? observe::HttpServer::Start({where->first, where->second},
+                                                observe::StatusSiteHandler(board))
+                   : where.status();
+    if (!server.ok()) {
+      std::fprintf(stderr, "ringtrain train: %s\n", std::string(server.status().message()).c_str());
+      return 2;
+    }
+    http = *std::move(server);
+    LogInfo("status pages on http://%s/ (/metrics, /api/status)", http->address());
+  }
+
   const int threads = ApplyThreadsFlag();
   LogInfo("ringtrain train: %d threads", threads);
   absl::Status status;
@@ -303,10 +348,10 @@ int RunTrain(const std::vector<std::string>& positional) {
   // SIGTERM/SIGINT stop cleanly after the step in flight, with a checkpoint: alone
   // as in a ring.
   train::InstallStopSignalHandlers();
-  if (absl::GetFlag(FLAGS_hosts).empty()) {
+  if (!ring) {
     reducer = std::make_unique<train::LocalGradientReducer>(/*watch_signals=*/true);
   } else {
-    absl::StatusOr<std::unique_ptr<train::ElasticReducer>> elastic = JoinTrainCluster(&c);
+    absl::StatusOr<std::unique_ptr<train::ElasticReducer>> elastic = JoinTrainCluster(&c, board);
     status = elastic.status();
     if (status.ok()) {
       if (!c.metrics_path.empty()) {
@@ -318,9 +363,20 @@ int RunTrain(const std::vector<std::string>& positional) {
   }
   if (status.ok()) {
     absl::StatusOr<std::unique_ptr<train::Trainer>> trainer =
-        train::Trainer::Create(c, std::move(reducer));
+        train::Trainer::Create(c, std::move(reducer), board);
     status = trainer.ok() ? (*trainer)->Run() : trainer.status();
+    if (board) {
+      observe::ClusterEvent e;
+      e.kind = status.ok() ? "stopped" : "failed";
+      e.message = status.ok() ? "training ended cleanly"
+                              : absl::StrCat("training failed: ", status.message());
+      board->Record(std::move(e));
+      board->SetActivity(status.ok() ? "stopped" : "failed",
+                         status.ok() ? "" : std::string(status.message()));
+    }
   }
+  http.reset();
+  if (board) board->Stop();
   if (!status.ok()) {
     std::fprintf(stderr, "ringtrain train: %s\n", std::string(status.message()).c_str());
     return 1;
@@ -333,7 +389,7 @@ std::vector<std::string> TrainFlagNames() {
   for (const std::string& n : OptimizerFlagNames()) names.push_back(n);
   for (const char* n : {"data", "ckpt_dir", "metrics", "eval_every", "eval_batches", "ckpt_every",
                         "keep", "resume", "check_every", "global_batch", "balance", "max_skew",
-                        "peer_timeout", "min_peers", "ckpt_shared"}) {
+                        "peer_timeout", "min_peers", "ckpt_shared", "http", "events"}) {
     names.push_back(n);
   }
   for (const std::string& n : RingFlagNames()) names.push_back(n);
@@ -345,11 +401,13 @@ std::vector<std::string> TrainFlagNames() {
 
 const Subcommand& TrainSubcommand() {
   static const Subcommand sub{
-      "train", "Train a GPT on prepared token shards (one peer, or a ring with --hosts)",
+      "train",
+      "Train a GPT on prepared token shards (one peer, or a ring with --hosts)",
       "ringtrain train --data DIR [--layers 6 --heads 6 --dim 384 --seq-len 256] [--batch 8]\n"
       "                [--accum 1 | --global-batch N] [--steps 1000] [--lr 6e-4]\n"
       "                [--ckpt-dir DIR [--ckpt-every N] [--keep 3] [--resume=false]]\n"
       "                [--metrics FILE.jsonl] [--eval-every 100]\n"
+      "                [--http [ADDR:]PORT] [--events FILE.jsonl]\n"
       "                [--hosts FILE [--self HOST:PORT | --rank N] [--secret-file F] [--wait 120]\n"
       "                 [--peer-timeout 3] [--min-peers N] [--ckpt-shared]\n"
       "                 [--balance on|off] [--max-skew 8]\n"
@@ -364,7 +422,10 @@ const Subcommand& TrainSubcommand() {
       "re-reads the hosts file. --balance on (the default) gives faster peers more of each\n"
       "step's sequences (metrics: slots, wait_ms).\n"
       "--metrics m.jsonl becomes m.rank<R>.jsonl per peer.",
-      TrainFlagNames(), &RunTrain};
+      TrainFlagNames(),
+      &RunTrain,
+      /*flag_defaults=*/{},
+      /*runs_openmp=*/true};
   return sub;
 }
 

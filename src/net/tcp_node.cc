@@ -228,14 +228,15 @@ struct Handshake : std::enable_shared_from_this<Handshake> {
                           "%s claims this peer's own endpoint %s", peer, hello->endpoint)),
                       "you claim my endpoint");
       }
-      if (!dialer && known < 0) {
+      observer = !dialer && hello->endpoint.empty() && hello->channel == kObserverChannel;
+      if (!dialer && known < 0 && !observer) {
         // Unlisted: refused before the proof, so nothing is learned either way.
         const std::string why = absl::StrFormat(
             "%s %s %s: copy the edited hosts file to every peer and signal them (SIGHUP)",
             hello->endpoint, kNotListed, node.self_endpoint());
         return Refuse(conn, absl::UnavailableError(peer + " claims to be " + why), why);
       }
-      peer_rank = dialer ? expected_rank : known;
+      peer_rank = dialer ? expected_rank : observer ? kObserverRank : known;
       if (!dialer) channel = hello->channel;
       peer_hello = std::move(payload);
       Proof proof = ComputeProof(opt.secret, dialer, dialer ? my_hello : peer_hello,
@@ -262,9 +263,13 @@ struct Handshake : std::enable_shared_from_this<Handshake> {
     }
     absl::StatusOr<Fingerprint> fp = DecodeFingerprint(payload, node.PeerName(peer_rank));
     if (!fp.ok()) return Refuse(conn, fp.status(), "malformed fingerprint");
-    absl::Status same = CompareFingerprints(opt.fingerprint, *fp, node.PeerName(peer_rank));
-    if (!same.ok()) return Refuse(conn, same, "cluster fingerprint differs");
-    conn->Establish(peer_rank, node.PeerName(peer_rank));
+    // An observer knows no fingerprint, and a peer's does not concern it.
+    if (!observer && !opt.observer) {
+      absl::Status same = CompareFingerprints(opt.fingerprint, *fp, node.PeerName(peer_rank));
+      if (!same.ok()) return Refuse(conn, same, "cluster fingerprint differs");
+    }
+    conn->Establish(peer_rank,
+                    observer ? "status client " + conn->peer_name() : node.PeerName(peer_rank));
     Finish(absl::OkStatus(), conn);
   }
 
@@ -297,6 +302,7 @@ struct Handshake : std::enable_shared_from_this<Handshake> {
   std::vector<uint8_t> my_hello, peer_hello;
   int peer_rank = -1;
   bool authenticated = false;
+  bool observer = false;  // the acceptor side of an observer's connection
 };
 
 // ---------------------------------------------------------------- Impl
@@ -323,6 +329,7 @@ struct TcpNode::Impl {
   std::map<std::pair<int, uint64_t>, std::shared_ptr<TcpConnection>> arrived;  // not yet claimed
   std::map<int, std::string> refusals;    // rank -> why its last attempt was refused
   std::set<std::string> unlisted_warned;  // unlisted endpoints already logged as warnings
+  std::function<void(std::shared_ptr<TcpConnection>)> observer_handler;
 
   // The slot table (see tcp_node.h). Leaf lock: never held while taking `mu`.
   struct Slot {
@@ -438,7 +445,8 @@ struct Dial : std::enable_shared_from_this<Dial> {
 
 TcpNode::TcpNode(TcpNodeOptions options)
     : options_(std::move(options)),
-      self_endpoint_(options_.hosts[options_.self_rank].Endpoint()),
+      self_endpoint_(options_.observer ? std::string()
+                                       : options_.hosts[options_.self_rank].Endpoint()),
       impl_(std::make_unique<Impl>(std::max(1, options_.io_threads))) {
   for (const HostEntry& h : options_.hosts) impl_->slots.push_back({h, true});
 }
@@ -453,6 +461,11 @@ TcpNode::~TcpNode() {
     impl_->waiting.clear();
   }
   impl_->acceptor.reset();
+}
+
+void TcpNode::SetObserverHandler(std::function<void(std::shared_ptr<TcpConnection>)> handler) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->observer_handler = std::move(handler);
 }
 
 std::string TcpNode::RefusalFor(int rank) const {
@@ -583,7 +596,9 @@ absl::Status TcpNode::SetHosts(const std::vector<HostEntry>& hosts) {
 }
 
 absl::StatusOr<std::shared_ptr<TcpNode>> TcpNode::Start(TcpNodeOptions options) {
-  if (options.self_rank < 0 || options.self_rank >= static_cast<int>(options.hosts.size())) {
+  if (options.observer) options.self_rank = -1;
+  if (!options.observer &&
+      (options.self_rank < 0 || options.self_rank >= static_cast<int>(options.hosts.size()))) {
     return absl::InvalidArgumentError(absl::StrFormat("self rank %d is not in the hosts list of %d",
                                                       options.self_rank, options.hosts.size()));
   }
@@ -593,8 +608,10 @@ absl::StatusOr<std::shared_ptr<TcpNode>> TcpNode::Start(TcpNodeOptions options) 
         "RINGTRAIN_SECRET)");
   }
   std::shared_ptr<TcpNode> node(new TcpNode(std::move(options)));
-  absl::Status st = node->Listen();
-  if (!st.ok()) return st;
+  if (!node->options_.observer) {
+    absl::Status st = node->Listen();
+    if (!st.ok()) return st;
+  }
   for (auto& ctx : node->impl_->contexts) {
     asio::io_context* c = ctx.get();
     node->impl_->threads.emplace_back([c] { c->run(); });
@@ -673,6 +690,19 @@ void TcpNode::OnIncoming(tcp::socket socket) {
 void TcpNode::OnHandshakeDone(const absl::Status& st, const std::shared_ptr<TcpConnection>& conn,
                               int rank, uint64_t channel, bool authenticated,
                               const std::string& from, const std::string& claimed_endpoint) {
+  if (st.ok() && rank == kObserverRank) {
+    std::function<void(std::shared_ptr<TcpConnection>)> handler;
+    {
+      std::lock_guard<std::mutex> lock(impl_->mu);
+      handler = impl_->observer_handler;
+    }
+    if (handler) {
+      handler(conn);
+    } else {
+      conn->Close();
+    }
+    return;
+  }
   auto key = std::make_pair(rank, channel);
   std::shared_ptr<PendingLink> pending;
   std::lock_guard<std::mutex> lock(impl_->mu);

@@ -22,12 +22,20 @@
 // AcceptFrom take slots; a slot that is deactivated fails its dials and waits at once.
 // Established links are not closed by SetHosts: their owners drop them.
 //
+// Observers (issue 14, `ringtrain status`): a node started with `observer` listens
+// nowhere and has no hosts-file entry of its own; it dials peers of its host list on
+// kObserverChannel only, proving the shared secret like any peer (its hello names no
+// endpoint, and no fingerprint is compared either way: it knows none). A peer hands
+// such authenticated connections to its observer handler (SetObserverHandler), never
+// to AcceptFrom, so an observer can never take part in a ring.
+//
 // Threads: `io_threads` Asio threads (dialed connections on the first, accepted ones
 // on the last, so a ring's send and receive streams run in parallel). Public methods
 // are thread-safe. Links keep their node alive; the node stops its threads when the
 // last owner releases it (never release it from an io thread).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,9 +48,14 @@
 
 namespace rt::net {
 
+// The channel observers dial ("STAT" + 1) and the rank their connections carry.
+inline constexpr uint64_t kObserverChannel = 0x54415453'00000001ull;
+inline constexpr int kObserverRank = -2;
+
 struct TcpNodeOptions {
-  std::vector<HostEntry> hosts;  // rank order
-  int self_rank = -1;
+  std::vector<HostEntry> hosts;          // rank order
+  int self_rank = -1;                    // -1 with `observer`
+  bool observer = false;                 // a status client (see the file comment)
   std::string secret;                    // "" only when every host is loopback
   std::string cluster_id = "ringtrain";  // hosts-file independent job name
   Fingerprint fingerprint;               // must equal on every peer
@@ -142,6 +155,9 @@ class TcpNode : public std::enable_shared_from_this<TcpNode> {
   uint16_t listen_port() const { return listen_port_; }
   // Why the last incoming connection claiming `rank` was refused ("" if none was).
   std::string RefusalFor(int rank) const;
+  // Receives every authenticated observer connection (on an io thread: hand it off,
+  // never block); nullptr closes them. Without a handler they are closed.
+  void SetObserverHandler(std::function<void(std::shared_ptr<TcpConnection>)> handler);
 
  private:
   struct Impl;

@@ -60,11 +60,35 @@ absl::StatusOr<std::unique_ptr<ElasticReducer>> ElasticReducer::Create(ElasticOp
 ElasticReducer::ElasticReducer(ElasticOptions options) : options_(std::move(options)) {
   self_ = options_.node->self_endpoint();
   leader_rank_ = options_.node->self_rank();
+  if (options_.board) {
+    options_.board->SetSelf(self_);
+    status_responder_ = std::make_unique<observe::StatusResponder>(options_.node, options_.board);
+  }
 }
 
 ElasticReducer::~ElasticReducer() {
+  status_responder_.reset();
+  if (options_.board) {  // before the service goes: the board calls into it
+    options_.board->SetClusterSource(nullptr);
+    options_.board->SetReportSink(nullptr);
+  }
   DropRing("");
   if (service_) service_->Stop();
+}
+
+observe::ClusterFacts ElasticReducer::Facts() const {
+  observe::ClusterFacts f;
+  const cluster::View v = service_->view();
+  f.epoch = v.epoch;
+  f.members = v.members;
+  f.leader = v.leader();
+  f.hosts = service_->agreed_hosts();
+  f.quorum = cluster::QuorumSize(static_cast<int>(f.hosts.size()), options_.min_peers);
+  f.can_train = service_->CanTrain();
+  f.phase = service_->phase();
+  f.pause_reason = service_->pause_reason();
+  f.peers = service_->PeerReports();
+  return f;
 }
 
 // ---------------------------------------------------------------- the step
@@ -166,6 +190,12 @@ absl::Status ElasticReducer::AttachState(const TrainStateRef& state, uint64_t lo
   o.initial_state = version_;
   o.on_decision = [this](const cluster::Decision& d) { OnDecision(d); };
   ASSIGN_OR_RETURN(service_, cluster::MembershipService::Start(std::move(o)));
+  if (options_.board) {
+    cluster::MembershipService* service = service_.get();
+    options_.board->SetReportSink(
+        [service](std::vector<uint8_t> report) { service->SetLocalReport(std::move(report)); });
+    options_.board->SetClusterSource([this] { return Facts(); });
+  }
   LogInfo("membership started: this peer is %s, holding %s; peer timeout %.1f s, quorum %d of %d",
           self_, version_.ToString(), options_.peer_timeout_ms / 1000.0,
           cluster::QuorumSize(options_.node->num_hosts(), options_.min_peers),
@@ -220,6 +250,7 @@ absl::StatusOr<BoundaryAction> ElasticReducer::AtStepBoundary() {
 }
 
 void ElasticReducer::OnDecision(const cluster::Decision& d) {
+  if (options_.board) options_.board->OnDecision(d);
   switch (d.kind) {
     case cluster::Decision::kStopTraining:
     case cluster::Decision::kPause:
@@ -300,8 +331,13 @@ absl::Status ElasticReducer::Install(const cluster::Decision& d) {
   }
   if (d.need_state) {
     Stopwatch watch;
+    if (options_.board) {
+      options_.board->SetActivity("receiving_state",
+                                  absl::StrCat(a.resume.ToString(), " from ", a.source));
+    }
     absl::StatusOr<cluster::StateSnapshot> snap =
         cluster::FetchAgreedState(node, d, options_.transfer);
+    if (options_.board) options_.board->SetActivity("");
     absl::Status st = snap.ok() ? LoadSnapshot(*snap) : snap.status();
     if (!st.ok()) {
       LogWarning("state transfer: fetching %s from %s failed: %s", a.resume.ToString(), a.source,
@@ -313,6 +349,15 @@ absl::Status ElasticReducer::Install(const cluster::Decision& d) {
     for (const auto& s : snap->sections) bytes += s.bytes.size();
     LogInfo("state transfer: received %s (%.1f MB) from %s in %.0f ms", a.resume.ToString(),
             bytes / 1e6, a.source, watch.ElapsedMs());
+    if (options_.board) {
+      observe::ClusterEvent e;
+      e.kind = "state_transfer";
+      e.epoch = v.epoch;
+      e.step = a.resume.step;
+      e.message = absl::StrFormat("received the state of step %d (%.1f MB) from %s in %.0f ms",
+                                  a.resume.step, bytes / 1e6, a.source, watch.ElapsedMs());
+      options_.board->Record(std::move(e));
+    }
     version_ = a.resume;
     service_->SetState(version_);
   } else if (version_ != a.resume || *state_.step != a.resume.step) {

@@ -59,6 +59,8 @@
 #include "cluster/view.h"
 #include "net/tcp_node.h"
 #include "net/tcp_ring.h"
+#include "observe/status_board.h"
+#include "observe/status_channel.h"
 #include "train/gradient_reducer.h"
 
 namespace rt::train {
@@ -88,6 +90,9 @@ struct ElasticOptions {
   // What every view's reducer reports as PreconditionFrom() (the same options build
   // them); known here before the first view exists.
   int64_t precondition_from = -1;
+  // Optional (issue 14): told every membership decision; its reports ride on this
+  // peer's heartbeats and it reads the cluster from the membership.
+  std::shared_ptr<observe::StatusBoard> board;
 };
 
 class ElasticReducer final : public GradientReducer {
@@ -153,12 +158,15 @@ class ElasticReducer final : public GradientReducer {
   // the cluster has left behind.
   absl::StatusOr<std::unique_ptr<net::TcpRing>> FormRing(std::vector<int> order, uint64_t channel,
                                                          absl::Duration wait);
+  // The membership's view of the cluster for the status board (any thread).
+  observe::ClusterFacts Facts() const;
   // pending_ first, then the service's queue.
   std::optional<cluster::Decision> NextDecision(absl::Duration timeout);
   void MaybeReloadHosts();
 
   ElasticOptions options_;
   std::unique_ptr<cluster::MembershipService> service_;
+  std::unique_ptr<observe::StatusResponder> status_responder_;  // with options_.board
   cluster::PeerId self_;
   TrainStateRef state_;
   std::deque<cluster::Decision> pending_;  // taken from the service, not handled yet

@@ -28,6 +28,7 @@ std::string StepMetricsJson(const StepMetrics& m) {
       Number(m.compute_ms), Number(m.comm_ms), m.bytes_sent, Number(m.grad_norm), m.peers, m.rank,
       m.epoch, m.leader, m.param_hash);
   // Load balancing: this peer's share of the step and its wait for the slowest peer.
+  if (m.time_s > 0) absl::StrAppend(&s, ",\"time\":", absl::StrFormat("%.3f", m.time_s));
   absl::StrAppend(&s, ",\"slots\":", m.slots, ",\"wait_ms\":", Number(m.wait_ms));
   // Checkpoints: failed writes in a row (0 when the last one worked; trainer.h).
   absl::StrAppend(&s, ",\"ckpt_failures\":", m.ckpt_failures);

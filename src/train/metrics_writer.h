@@ -36,6 +36,7 @@ struct StepMetrics {
   double wait_ms = 0;
   int ckpt_failures = 0;   // consecutive failed checkpoint writes of this peer so far
   std::string param_hash;  // hex
+  double time_s = 0;       // when the step ended, unix seconds (0: not written)
   std::optional<double> val_loss, val_bpb;  // only on evaluation steps
 };
 

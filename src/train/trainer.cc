@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "ckpt/checkpoint.h"
 #include "core/clock.h"
 #include "core/log.h"
@@ -36,11 +37,13 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& config,
-                                                         std::unique_ptr<GradientReducer> reducer) {
+absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
+    const TrainConfig& config, std::unique_ptr<GradientReducer> reducer,
+    std::shared_ptr<observe::StatusBoard> board) {
   RETURN_IF_ERROR(config.Validate());
   std::unique_ptr<Trainer> t(new Trainer());
   t->config_ = config;
+  t->board_ = std::move(board);
   t->reducer_ = reducer ? std::move(reducer) : std::make_unique<LocalGradientReducer>();
 
   // Data: both splits of the prepared directory.
@@ -130,6 +133,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
     ASSIGN_OR_RETURN(MetricsWriter writer, MetricsWriter::Open(config.metrics_path));
     t->metrics_.emplace(std::move(writer));
   }
+  if (t->board_) t->board_->SetStep(t->step_);
   return t;
 }
 
@@ -236,8 +240,7 @@ absl::Status Trainer::Run() {
       if (std::isfinite(e.bpb)) m.val_bpb = e.bpb;
     }
     m.ckpt_failures = ckpt_failures_;
-    PrintStep(m);
-    if (metrics_) RETURN_IF_ERROR(metrics_->Write(m));
+    RETURN_IF_ERROR(ReportStep(m));
 
     if (!config_.ckpt_dir.empty() &&
         ((config_.ckpt_every > 0 && step_ % config_.ckpt_every == 0) || last || stop)) {
@@ -263,7 +266,30 @@ absl::Status Trainer::EvaluateUntrained() {
   m.param_hash = ParamHashHex(ParamHash(params_.span()));
   m.val_loss = e.loss;
   if (std::isfinite(e.bpb)) m.val_bpb = e.bpb;
+  return ReportStep(m);
+}
+
+absl::Status Trainer::ReportStep(const StepMetrics& step_metrics) {
+  StepMetrics m = step_metrics;
+  m.time_s = absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
   PrintStep(m);
+  if (board_) {
+    observe::StepPoint p;
+    p.step = m.step;
+    p.unix_ms = static_cast<int64_t>(m.time_s * 1e3);
+    p.tokens = m.tokens;
+    p.loss = m.loss;
+    if (m.step > 0) {
+      p.tokens_per_s = m.tokens_per_s;
+      p.step_ms = m.step_ms;
+      p.compute_ms = m.compute_ms;
+      p.comm_ms = m.comm_ms;
+      p.wait_ms = m.wait_ms;
+    }
+    if (m.val_loss) p.val_loss = *m.val_loss;
+    if (m.val_bpb) p.val_bpb = *m.val_bpb;
+    board_->OnStep(p, m.epoch, m.slots, reducer_->bytes_sent());
+  }
   if (metrics_) RETURN_IF_ERROR(metrics_->Write(m));
   return absl::OkStatus();
 }
@@ -418,11 +444,16 @@ absl::Status Trainer::SaveCheckpoint() {
   if (config_.ckpt_dir.empty() || last_checkpoint_step_ == step_) return absl::OkStatus();
   if (!reducer_->WritesCheckpoints()) return absl::OkStatus();  // the leader (+ a copy) writes
   Stopwatch watch;
-  RETURN_IF_ERROR(SaveTrainCheckpoint(
+  const absl::Status saved = SaveTrainCheckpoint(
       config_.ckpt_dir, step_, reducer_->epoch(),
       TrainMetaFields(config_, gpt_->config(), sampler_->slots(), train_data_->fingerprint(),
                       train_data_->eot_id()),
-      params_.span(), adam_->m(), adam_->v(), tokenizer_model_, config_.ckpt_keep));
+      params_.span(), adam_->m(), adam_->v(), tokenizer_model_, config_.ckpt_keep);
+  if (board_ && !absl::IsAlreadyExists(saved)) {  // AlreadyExists: another writer was first
+    board_->OnCheckpoint(step_, reducer_->epoch(), config_.ckpt_dir,
+                         saved.ok() ? "" : std::string(saved.message()));
+  }
+  RETURN_IF_ERROR(saved);
   last_checkpoint_step_ = step_;
   good_checkpoint_step_ = step_;
   LogInfo("checkpoint step %d (epoch %d) written to %s in %.0f ms", step_, reducer_->epoch(),

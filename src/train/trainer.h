@@ -25,6 +25,7 @@
 #include "data/batch_sampler.h"
 #include "data/token_dataset.h"
 #include "model/gpt.h"
+#include "observe/status_board.h"
 #include "optim/adamw.h"
 #include "train/evaluator.h"
 #include "train/gradient_reducer.h"
@@ -40,9 +41,11 @@ class Trainer {
   // config.resume, loads the newest valid checkpoint of config.ckpt_dir; then every
   // peer of a ring takes the leader's step and state (GradientReducer::SyncState), so
   // peers without the checkpoint start identical too. `reducer` null means a single
-  // peer. Errors name the flag, file or checkpoint at fault.
+  // peer. `board` (optional, --http / --events) is told every step, evaluation and
+  // checkpoint. Errors name the flag, file or checkpoint at fault.
   static absl::StatusOr<std::unique_ptr<Trainer>> Create(
-      const TrainConfig& config, std::unique_ptr<GradientReducer> reducer = nullptr);
+      const TrainConfig& config, std::unique_ptr<GradientReducer> reducer = nullptr,
+      std::shared_ptr<observe::StatusBoard> board = nullptr);
 
   // Trains until config.steps optimizer steps are done (evaluating, logging and
   // checkpointing on the way). Returns at once if a resumed run is already there.
@@ -79,6 +82,8 @@ class Trainer {
   // ends here) is returned, naming the newest good checkpoint.
   absl::Status CheckpointOrCarryOn(bool final);
   void PrintStep(const StepMetrics& m) const;
+  // The step line, --metrics and the status board.
+  absl::Status ReportStep(const StepMetrics& m);
 
   TrainConfig config_;
   std::unique_ptr<GradientReducer> reducer_;
@@ -93,6 +98,7 @@ class Trainer {
   // -1 = never. AdamW's second moment is frozen as it was after this many steps.
   int64_t precondition_from_ = -1;
   std::optional<MetricsWriter> metrics_;
+  std::shared_ptr<observe::StatusBoard> board_;  // null without --http / --events
   std::vector<uint64_t> eval_starts_;
   std::string tokenizer_model_;  // bytes of the data's tokenizer.model ("" if none)
   int64_t step_ = 0;

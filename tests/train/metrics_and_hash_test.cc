@@ -28,6 +28,9 @@ TEST_CASE("StepMetricsJson writes every field, null for non-finite numbers") {
   CHECK(s.find("\"slots\":0,\"wait_ms\":0") != std::string::npos);
   CHECK(s.back() == '}');
   CHECK(s.find("val_loss") == std::string::npos);
+  CHECK(s.find("\"time\"") == std::string::npos);
+  m.time_s = 1767225600.25;
+  CHECK(rt::train::StepMetricsJson(m).find(",\"time\":1767225600.250,") != std::string::npos);
   m.val_loss = 3.0;
   m.val_bpb = 1.25;
   s = rt::train::StepMetricsJson(m);
