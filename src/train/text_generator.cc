@@ -19,6 +19,16 @@ double NextUniform(uint64_t* state) {
 
 }  // namespace
 
+int Argmax(absl::Span<const float> logits) {
+  // Strictly greater: the first (lowest) id of equal maxima wins. NaN never wins.
+  int best = -1;
+  for (int i = 0; i < static_cast<int>(logits.size()); ++i) {
+    if (std::isnan(logits[i])) continue;
+    if (best < 0 || logits[i] > logits[best]) best = i;
+  }
+  return best < 0 ? 0 : best;
+}
+
 int SampleFromLogits(absl::Span<const float> logits, float temperature, int top_k,
                      uint64_t* rng_state) {
   const int V = static_cast<int>(logits.size());
@@ -27,7 +37,7 @@ int SampleFromLogits(absl::Span<const float> logits, float temperature, int top_
   auto more_likely = [&](int a, int b) {
     return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
   };
-  if (temperature <= 0.0f) return *std::min_element(ids.begin(), ids.end(), more_likely);
+  if (temperature <= 0.0f) return Argmax(logits);
   const int k = (top_k <= 0 || top_k > V) ? V : top_k;
   std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), more_likely);
   std::vector<double> p(k);

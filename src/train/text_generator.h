@@ -12,11 +12,16 @@ namespace rt::train {
 
 struct SampleOptions {
   int max_new_tokens = 200;
-  float temperature = 0.8f;  // 0 = greedy (argmax)
+  float temperature = 0.8f;  // 0 = greedy: Argmax (top_k and the seed do not matter)
   int top_k = 50;            // keep the k most likely tokens (0 = all)
   uint64_t seed = 1337;
   int stop_id = -1;  // stop after sampling this id (end of text); -1 = never
 };
+
+// The id of the largest logit; ties go to the lowest id, NaN logits are never chosen
+// (0 if all are NaN). This is what temperature 0 draws: exact greedy decoding, so
+// that another implementation of the model can be compared token for token.
+int Argmax(absl::Span<const float> logits);
 
 // Picks one id from `logits` (vocab floats): softmax(logits / temperature) restricted
 // to the top_k largest, drawn with *rng_state (advanced). Ties keep the lower id.

@@ -19,6 +19,21 @@ TEST_CASE("temperature 0 and top-k 1 pick the most likely id (lower id on ties)"
   for (int i = 0; i < 20; ++i) CHECK(SampleFromLogits(logits, 1.0f, 1, &rng) == 1);
 }
 
+TEST_CASE("Argmax is exact: the largest logit, the lowest id on ties, never NaN") {
+  const float nan = std::nanf("");
+  CHECK(rt::train::Argmax(std::vector<float>{1.0f, 3.0f, 3.0f, 2.0f}) == 1);
+  CHECK(rt::train::Argmax(std::vector<float>{nan, -5.0f, nan, -4.0f}) == 3);
+  CHECK(rt::train::Argmax(std::vector<float>{nan, nan}) == 0);
+  // Neighbouring floats are told apart: no tolerance, no rounding.
+  const float a = 0.1f, b = std::nextafter(a, 1.0f);
+  CHECK(rt::train::Argmax(std::vector<float>{a, b, a}) == 1);
+  CHECK(rt::train::Argmax(std::vector<float>{-0.0f, 0.0f}) == 0);  // -0 == +0: a tie
+  uint64_t rng = 7;
+  for (int top_k : {0, 1, 3}) {
+    CHECK(SampleFromLogits(std::vector<float>{a, b, a}, 0.0f, top_k, &rng) == 1);
+  }
+}
+
 TEST_CASE("top-k keeps only the k most likely ids") {
   std::vector<float> logits = {5.0f, 4.9f, 4.8f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
   uint64_t rng = 2;
