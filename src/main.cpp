@@ -23,7 +23,7 @@ namespace {
 std::vector<const rt::cli::Subcommand*> AllSubcommands() {
   return {&rt::cli::PrepareSubcommand(), &rt::cli::TrainSubcommand(), &rt::cli::EvalSubcommand(),
           &rt::cli::SampleSubcommand(),  &rt::cli::PlanSubcommand(),  &rt::cli::BenchSubcommand(),
-          &rt::cli::StatusSubcommand(),  &rt::cli::PlotSubcommand()};
+          &rt::cli::StatusSubcommand(),  &rt::cli::PlotSubcommand(),  &rt::cli::ExportSubcommand()};
 }
 
 // To stdout for --help; to stderr (exit 2) when the command is missing.

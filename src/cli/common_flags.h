@@ -36,6 +36,7 @@ ABSL_DECLARE_FLAG(std::string, data);
 ABSL_DECLARE_FLAG(std::string, ckpt);
 ABSL_DECLARE_FLAG(std::string, ckpt_dir);
 ABSL_DECLARE_FLAG(std::string, metrics);
+ABSL_DECLARE_FLAG(std::string, out);  // prepare, export
 
 // The ring (train, bench allreduce).
 ABSL_DECLARE_FLAG(std::string, hosts);

@@ -18,7 +18,6 @@
 ABSL_FLAG(std::vector<std::string>, input, {},
           "Input files or directories (comma-separated; more may follow as arguments). "
           "Directories are searched recursively for *.txt and *.zst");
-ABSL_FLAG(std::string, out, "", "Output data directory (created if missing; old shards replaced)");
 ABSL_FLAG(int, vocab_size, 32000, "Vocabulary size of the tokenizer to train");
 ABSL_FLAG(double, val_fraction, 0.005, "Fraction of documents that go to the val split");
 ABSL_FLAG(std::string, tokenizer, "",

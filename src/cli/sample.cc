@@ -2,8 +2,8 @@
 //
 // For comparisons with other implementations of the model (llama.cpp, a numpy reader
 // of an exported file) it can also take the prompt as token ids (--prompt-ids) and
-// print everything as one JSON object (--json), with the next-token logits of the
-// prompt (--logits). --temperature 0 is exact greedy decoding (train::Argmax).
+// print everything as one JSON object (--json), with the logits each new id was
+// drawn from (--logits). --temperature 0 is exact greedy decoding (train::Argmax).
 #include <algorithm>
 #include <cstdio>
 #include <vector>
@@ -11,6 +11,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "cli/common_flags.h"
@@ -32,7 +33,8 @@ ABSL_FLAG(bool, json, false,
           "Print one JSON object (checkpoint, step, precision, prompt_ids, ids, text) "
           "instead of the text");
 ABSL_FLAG(bool, logits, false,
-          "With --json: add the next-token logits of the prompt (vocab floats) as \"logits\"");
+          "With --json: add \"logits\", for each new id the vocab floats it was drawn from "
+          "(with --tokens 0: the prompt's next-token logits)");
 
 namespace rt::cli {
 namespace {
@@ -107,13 +109,19 @@ absl::Status Sample() {
   if (ids.empty()) ids.push_back(tokenizer->eot_id() >= 0 ? tokenizer->eot_id() : 0);
   std::vector<int32_t> context(ids.begin(), ids.end());
   options.stop_id = tokenizer->eot_id();
-  std::vector<float> logits;
-  if (want_logits) {  // what the first new id is drawn from: the last seq_len ids
-    logits.resize(m.config.vocab_size);
+  // --logits: what each new id was drawn from; with --tokens 0 what the next would be.
+  std::vector<std::string> logits_json;
+  auto keep_logits = [&](int32_t, absl::Span<const float> logits) {
+    if (want_logits) logits_json.push_back(JsonFloatArray(logits));
+  };
+  std::vector<int32_t> out =
+      train::Generate(*gpt, m.params.span(), context, 0, options, keep_logits);
+  if (want_logits && options.max_new_tokens == 0) {
+    std::vector<float> logits(m.config.vocab_size);
     const int len = std::min<int>(m.config.seq_len, static_cast<int>(context.size()));
     gpt->LastLogits(m.params.span(), context.data() + context.size() - len, 1, len, logits.data());
+    logits_json.push_back(JsonFloatArray(logits));
   }
-  std::vector<int32_t> out = train::Generate(*gpt, m.params.span(), context, 0, options);
   std::vector<int> all(ids.begin(), ids.end());
   all.insert(all.end(), out.begin(), out.end());
   std::fprintf(stderr, "[checkpoint %s, step %lld, %s]\n", m.path.c_str(),
@@ -128,7 +136,9 @@ absl::Status Sample() {
                    ",\"prompt_ids\":", JsonIntArray(ids),
                    ",\"ids\":", JsonIntArray(std::vector<int>(out.begin(), out.end())),
                    ",\"text\":", JsonQuote(tokenizer->Decode(all)));
-  if (want_logits) absl::StrAppend(&line, ",\"logits\":", JsonFloatArray(logits));
+  if (want_logits) {
+    absl::StrAppend(&line, ",\"logits\":[", absl::StrJoin(logits_json, ","), "]");
+  }
   std::printf("%s}\n", line.c_str());
   return absl::OkStatus();
 }
@@ -161,8 +171,10 @@ const Subcommand& SampleSubcommand() {
       "decoding: the most likely id each time, the lowest id on ties. --json prints one\n"
       "object: prompt_ids (what the model was given), ids (the new ids, ending with\n"
       "end-of-text if it was drawn), text (prompt and continuation), and with --logits\n"
-      "the logits the first new id was drawn from. --precision fp32 compares exactly\n"
-      "with other fp32 implementations (auto may choose bf16 matmuls).",
+      "logits: for each new id the logits it was drawn from (--tokens 0: one list, the\n"
+      "prompt's next-token logits). The model sees at most seq_len ids: a longer context\n"
+      "slides. --precision fp32 compares exactly with other fp32 implementations (auto\n"
+      "may choose bf16 matmuls).",
       {"ckpt", "prompt", "prompt_ids", "tokens", "temperature", "top_k", "seed", "precision",
        "threads", "json", "logits"},
       &RunSample,

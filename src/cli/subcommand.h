@@ -35,5 +35,6 @@ const Subcommand& PlanSubcommand();
 const Subcommand& BenchSubcommand();
 const Subcommand& StatusSubcommand();
 const Subcommand& PlotSubcommand();
+const Subcommand& ExportSubcommand();
 
 }  // namespace rt::cli

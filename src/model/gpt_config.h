@@ -12,6 +12,10 @@
 
 namespace rt::model {
 
+// The epsilon of every LayerNorm: y = (x - mean) / sqrt(var + eps) * w + b (GPT-2's).
+// Exporters write it into the files other implementations read.
+inline constexpr float kLayerNormEpsilon = 1e-5f;
+
 // Matmul input precision. Accumulation, outputs, master weights and optimizer state
 // are always fp32; kBf16 only rounds matmul inputs to bfloat16.
 enum class Precision { kFp32, kBf16 };

@@ -18,6 +18,7 @@
 
 #include "core/bf16_convert.h"
 #include "core/cpu_features.h"
+#include "model/gpt_config.h"
 
 namespace rt::model {
 namespace {
@@ -73,7 +74,7 @@ RT_INLINE void LnRow(float* out, float* mean_out, float* rstd_out, const float* 
   float var = 0.0f;
 #pragma omp simd reduction(+ : var)
   for (int64_t i = 0; i < C; ++i) var += (x[i] - m) * (x[i] - m);
-  const float s = 1.0f / std::sqrt(var / static_cast<float>(C) + 1e-5f);
+  const float s = 1.0f / std::sqrt(var / static_cast<float>(C) + kLayerNormEpsilon);
 #pragma omp simd
   for (int64_t i = 0; i < C; ++i) out[i] = (x[i] - m) * s * w[i] + b[i];
   *mean_out = m;

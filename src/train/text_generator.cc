@@ -55,10 +55,10 @@ int SampleFromLogits(absl::Span<const float> logits, float temperature, int top_
   return ids[k - 1];
 }
 
-std::vector<int32_t> Generate(model::Gpt& gpt, absl::Span<const float> params,
-                              std::vector<int32_t> prompt, int start_id,
-                              const SampleOptions& options,
-                              const std::function<void(int32_t)>& on_token) {
+std::vector<int32_t> Generate(
+    model::Gpt& gpt, absl::Span<const float> params, std::vector<int32_t> prompt, int start_id,
+    const SampleOptions& options,
+    const std::function<void(int32_t id, absl::Span<const float> logits)>& on_token) {
   const int T = gpt.config().seq_len;
   const int V = gpt.config().vocab_size;
   if (prompt.empty()) prompt.push_back(start_id);
@@ -72,7 +72,7 @@ std::vector<int32_t> Generate(model::Gpt& gpt, absl::Span<const float> params,
     const int id = SampleFromLogits(logits, options.temperature, options.top_k, &rng);
     out.push_back(id);
     context.push_back(id);
-    if (on_token) on_token(id);
+    if (on_token) on_token(id, logits);
     if (id == options.stop_id) break;
   }
   return out;

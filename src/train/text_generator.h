@@ -30,10 +30,11 @@ int SampleFromLogits(absl::Span<const float> logits, float temperature, int top_
 
 // Extends `prompt` (ids, may be empty: generation then starts from `start_id`) by up
 // to max_new_tokens ids. The model sees the last seq_len ids at each step (a sliding
-// window). Returns only the new ids; on_token (optional) sees each as it is drawn.
-std::vector<int32_t> Generate(model::Gpt& gpt, absl::Span<const float> params,
-                              std::vector<int32_t> prompt, int start_id,
-                              const SampleOptions& options,
-                              const std::function<void(int32_t)>& on_token = {});
+// window). Returns only the new ids; on_token (optional) sees each as it is drawn,
+// with the logits (vocab floats, valid during the call) it was drawn from.
+std::vector<int32_t> Generate(
+    model::Gpt& gpt, absl::Span<const float> params, std::vector<int32_t> prompt, int start_id,
+    const SampleOptions& options,
+    const std::function<void(int32_t id, absl::Span<const float> logits)>& on_token = {});
 
 }  // namespace rt::train

@@ -176,6 +176,7 @@ absl::StatusOr<InferenceModel> LoadInferenceModel(const std::string& ckpt) {
     m.tokenizer_model.assign(bytes.begin(), bytes.end());
   }
   m.data_fingerprint = Field(*checkpoint, "data.fingerprint");
+  m.fields = checkpoint->meta().fields;
   int eot = -1;
   if (absl::SimpleAtoi(Field(*checkpoint, "data.eot_id"), &eot)) m.eot_id = eot;
   return m;

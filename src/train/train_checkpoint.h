@@ -59,6 +59,7 @@ struct InferenceModel {
   std::string tokenizer_model;   // bytes of tokenizer.model, "" if none
   std::string data_fingerprint;  // "" if not recorded
   int eot_id = -1;
+  std::map<std::string, std::string> fields;  // every meta field (see the file comment)
 };
 
 // Newest valid checkpoint under `ckpt` (a --ckpt-dir or one step directory). Every
