@@ -13,11 +13,15 @@
 #include "cli/common_flags.h"
 #include "cli/subcommand.h"
 #include "core/cpu_features.h"
+#include "data/data_manifest.h"
 #include "data/prepare_pipeline.h"
 
 ABSL_FLAG(std::vector<std::string>, input, {},
           "Input files or directories (comma-separated; more may follow as arguments). "
           "Directories are searched recursively for *.txt and *.zst");
+ABSL_FLAG(std::string, license, "",
+          "Licence of the input text, recorded in the data manifest and carried into "
+          "checkpoints and exported models (e.g. \"CC BY-SA 4.0\")");
 ABSL_FLAG(int, vocab_size, 32000, "Vocabulary size of the tokenizer to train");
 ABSL_FLAG(double, val_fraction, 0.005, "Fraction of documents that go to the val split");
 ABSL_FLAG(std::string, tokenizer, "",
@@ -107,6 +111,15 @@ int RunPrepareCommand(const std::vector<std::string>& positional) {
   o.vocab_size = absl::GetFlag(FLAGS_vocab_size);
   o.val_fraction = absl::GetFlag(FLAGS_val_fraction);
   o.tokenizer_path = absl::GetFlag(FLAGS_tokenizer);
+  o.license = absl::GetFlag(FLAGS_license);
+  if (!o.license.empty()) {
+    absl::Status valid = data::CheckLicenseText(o.license);
+    if (!valid.ok()) {
+      std::fprintf(stderr, "ringtrain prepare: --license: %s\n",
+                   std::string(valid.message()).c_str());
+      return 2;
+    }
+  }
   const int64_t shard_tokens = absl::GetFlag(FLAGS_shard_tokens);
   const double sample_mb = absl::GetFlag(FLAGS_sample_mb);
   if (shard_tokens <= 0) {
@@ -211,10 +224,11 @@ const Subcommand& PrepareSubcommand() {
       "ringtrain prepare --input PATH... --out DIR [--vocab-size 32000] [--val-fraction 0.005]\n"
       "                  [--tokenizer FILE.model] [--shard-tokens N] [--sample-mb 64] [--threads "
       "N]\n"
+      "                  [--license \"CC BY-SA 4.0\"]\n"
       "Documents are separated by blank lines. Without --tokenizer a SentencePiece BPE model\n"
       "(byte fallback, exact round trip) is trained on a random sample and written to DIR.",
-      {"input", "out", "vocab_size", "val_fraction", "tokenizer", "shard_tokens", "sample_mb",
-       "compare_spm", "threads", "seed"},
+      {"input", "out", "vocab_size", "val_fraction", "tokenizer", "license", "shard_tokens",
+       "sample_mb", "compare_spm", "threads", "seed"},
       &RunPrepareCommand};
   return sub;
 }

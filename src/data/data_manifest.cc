@@ -46,6 +46,18 @@ bool IsPlainFileName(absl::string_view name) {
   return true;
 }
 
+absl::Status CheckLicenseText(absl::string_view text) {
+  if (text.empty()) return absl::InvalidArgumentError("the licence text is empty");
+  if (text.size() > 1000) return absl::InvalidArgumentError("the licence text is over 1000 bytes");
+  for (char c : text) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      return absl::InvalidArgumentError("the licence text has a control character (a newline?)");
+    }
+  }
+  return absl::OkStatus();
+}
+
 std::string DataManifest::Serialize() const {
   std::string s = "# ringtrain data directory: see src/data/data_manifest.h\n";
   absl::StrAppend(&s, "format ringtrain-data ", kManifestVersion, "\n");
@@ -56,6 +68,7 @@ std::string DataManifest::Serialize() const {
     absl::StrAppend(&s, "tokenizer ", tokenizer_file, " ", absl::StrFormat("%08x", tokenizer_crc),
                     "\n");
   }
+  if (!license.empty()) absl::StrAppend(&s, "license ", license, "\n");
   for (const ShardEntry& e : shards) {
     absl::StrAppend(&s, "shard ", e.split, " ", e.file, " ", e.tokens, " ", e.source_bytes, " ",
                     e.documents, " ", absl::StrFormat("%08x", e.crc), "\n");
@@ -120,6 +133,13 @@ absl::StatusOr<DataManifest> DataManifest::Parse(absl::string_view text, const s
         if (v < -1 || v >= m.vocab_size) return bad("eot_id outside the vocabulary");
         m.eot_id = v;
       }
+      continue;
+    }
+    if (key == "license") {
+      if (!m.license.empty() || !m.shards.empty()) return bad("misplaced license line");
+      absl::Status valid = CheckLicenseText(line.substr(std::min<size_t>(line.size(), 8)));
+      if (line.size() <= 8 || !valid.ok()) return bad("expected 'license TEXT'");
+      m.license = std::string(line.substr(8));
       continue;
     }
     if (key == "tokenizer") {

@@ -8,6 +8,9 @@
 //   token_bytes 2                            2 (uint16) or 4 (uint32) in every shard
 //   eot_id 3                                 end-of-text token id, -1 if none
 //   tokenizer tokenizer.model 1a2b3c4d       optional: file in the dir + its CRC32C (hex)
+//   license CC BY-SA 3.0 (Wikipedia)         optional: the licence of the source text, as
+//                                            given to `prepare --license` (the rest of the
+//                                            line: printable UTF-8, no control characters)
 //   shard SPLIT FILE TOKENS SOURCE_BYTES DOCUMENTS CRC      zero or more, in read order
 //   end N CRC                                N = number of shard lines, CRC = CRC32C (hex)
 //                                            of every byte before the "end" line
@@ -47,6 +50,7 @@ struct DataManifest {
   int eot_id = -1;
   std::string tokenizer_file;  // "" = none
   uint32_t tokenizer_crc = 0;
+  std::string license;  // "" = not recorded
   std::vector<ShardEntry> shards;
 
   std::string Serialize() const;
@@ -59,6 +63,9 @@ struct DataManifest {
 absl::Status WriteManifest(const std::string& dir, const DataManifest& manifest);
 // Reads and parses dir/manifest.txt; *text (optional) receives the raw bytes.
 absl::StatusOr<DataManifest> ReadManifest(const std::string& dir, std::string* text = nullptr);
+
+// OK for a licence text a manifest can hold (1..1000 bytes, no control characters).
+absl::Status CheckLicenseText(absl::string_view text);
 
 // True for names `prepare` may use inside a data dir: [A-Za-z0-9._-]+, not starting with '.'.
 bool IsPlainFileName(absl::string_view name);

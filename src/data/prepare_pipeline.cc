@@ -321,6 +321,7 @@ absl::StatusOr<PrepareSummary> RunPrepare(const PrepareOptions& o) {
   manifest.eot_id = summary.eot_id;
   manifest.tokenizer_file = kTokenizerName;
   manifest.tokenizer_crc = model_crc;
+  manifest.license = o.license;
   RETURN_IF_ERROR(train.Finish(&manifest.shards));
   RETURN_IF_ERROR(val.Finish(&manifest.shards));
   summary.encode_seconds = SecondsSince(encode_start);

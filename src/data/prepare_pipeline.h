@@ -36,6 +36,7 @@ struct PrepareOptions {
   int vocab_size = 32000;  // when training a tokenizer
   double val_fraction = 0.005;
   std::string tokenizer_path;  // existing .model to use instead of training one
+  std::string license;         // licence of the input text, recorded in the manifest ("": none)
   uint64_t shard_tokens = 100'000'000;
   uint64_t sample_bytes = 64ull << 20;  // tokenizer training sample budget
   int threads = 1;                      // encoding workers (and SentencePiece trainer threads)

@@ -41,10 +41,10 @@ std::string Field(const ckpt::Checkpoint& checkpoint, const std::string& key) {
 
 std::map<std::string, std::string> TrainMetaFields(const TrainConfig& config,
                                                    const model::GptConfig& model, int slots,
-                                                   const std::string& data_fingerprint,
-                                                   int eot_id) {
+                                                   const std::string& data_fingerprint, int eot_id,
+                                                   const std::string& data_license) {
   auto f = [](double x) { return absl::StrFormat("%.9g", x); };
-  return {
+  std::map<std::string, std::string> fields = {
       {"format", kTrainCheckpointFormat},
       {"model.vocab", absl::StrCat(model.vocab_size)},
       {"model.layers", absl::StrCat(model.n_layers)},
@@ -68,6 +68,8 @@ std::map<std::string, std::string> TrainMetaFields(const TrainConfig& config,
       {"data.fingerprint", data_fingerprint},
       {"data.eot_id", absl::StrCat(eot_id)},
   };
+  if (!data_license.empty()) fields["data.license"] = data_license;
+  return fields;
 }
 
 absl::StatusOr<model::GptConfig> ModelConfigFromMeta(const ckpt::Checkpoint& checkpoint) {

@@ -5,7 +5,8 @@
 //   tokenizer.model                the SentencePiece model of the data, if it had one
 // Meta fields (strings): model.{vocab,layers,heads,dim,seq_len} (the shape),
 //   model.precision, optim.{lr,min_lr,warmup,weight_decay,clip,beta1,beta2,eps,steps},
-//   train.{seed,batch,accum,slots}, data.fingerprint, data.eot_id, format "ringtrain-train-1".
+//   train.{seed,batch,accum,slots}, data.fingerprint, data.eot_id, format "ringtrain-train-1",
+//   and data.license when the data manifest records one (read by `export`).
 // The manifest's `step` is the number of optimizer steps completed.
 #pragma once
 
@@ -27,7 +28,8 @@ inline constexpr char kTrainCheckpointFormat[] = "ringtrain-train-1";
 // The meta fields of a checkpoint of this run (see the file comment).
 std::map<std::string, std::string> TrainMetaFields(const TrainConfig& config,
                                                    const model::GptConfig& model, int slots,
-                                                   const std::string& data_fingerprint, int eot_id);
+                                                   const std::string& data_fingerprint, int eot_id,
+                                                   const std::string& data_license = "");
 
 // The model shape recorded in a checkpoint. DataLoss naming the checkpoint and the
 // field if one is missing or not a number.

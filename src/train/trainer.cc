@@ -447,7 +447,7 @@ absl::Status Trainer::SaveCheckpoint() {
   const absl::Status saved = SaveTrainCheckpoint(
       config_.ckpt_dir, step_, reducer_->epoch(),
       TrainMetaFields(config_, gpt_->config(), sampler_->slots(), train_data_->fingerprint(),
-                      train_data_->eot_id()),
+                      train_data_->eot_id(), train_data_->manifest().license),
       params_.span(), adam_->m(), adam_->v(), tokenizer_model_, config_.ckpt_keep);
   if (board_ && !absl::IsAlreadyExists(saved)) {  // AlreadyExists: another writer was first
     board_->OnCheckpoint(step_, reducer_->epoch(), config_.ckpt_dir,

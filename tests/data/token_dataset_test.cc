@@ -157,3 +157,36 @@ TEST_CASE("a shard that disagrees with the manifest is refused") {
 
 }  // namespace
 }  // namespace rt::data
+
+namespace rt::data {
+
+TEST_CASE("the manifest records the data licence, and refuses a misplaced or broken one") {
+  DataManifest m;
+  m.vocab_size = 100;
+  m.eot_id = 3;
+  m.tokenizer_file = "tokenizer.model";
+  m.license = "CC BY-SA 3.0/4.0 (Wikipedia tiếng Việt)";
+  m.shards.push_back(ShardEntry{"train", "train-00000.bin", 10, 40, 1, 0x1234});
+  const std::string text = m.Serialize();
+  CHECK(text.find("\nlicense CC BY-SA 3.0/4.0 (Wikipedia tiếng Việt)\nshard ") !=
+        std::string::npos);
+  absl::StatusOr<DataManifest> back = DataManifest::Parse(text, "m");
+  REQUIRE(back.ok());
+  CHECK(back->license == m.license);
+  m.license.clear();
+  CHECK(m.Serialize().find("license") == std::string::npos);
+  CHECK(DataManifest::Parse(m.Serialize(), "m")->license.empty());
+  // A licence line after the shards, or an empty one: refused, naming the line.
+  std::string late = text;
+  const size_t at = late.find("license ");
+  const std::string line = late.substr(at, late.find('\n', at) + 1 - at);
+  late.erase(at, line.size());
+  late.insert(late.find("end "), line);
+  CHECK(std::string(DataManifest::Parse(late, "m").status().message()).find("misplaced license") !=
+        std::string::npos);
+  CHECK(!CheckLicenseText("two\nlines").ok());
+  CHECK(!CheckLicenseText("").ok());
+  CHECK(CheckLicenseText("MIT").ok());
+}
+
+}  // namespace rt::data

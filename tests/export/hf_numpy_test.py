@@ -96,6 +96,9 @@ def main():
               and tok_config["add_bos_token"] is False and tok_config["add_eos_token"] is False
               and tok_config["add_prefix_space"] is False,
               "tokenizer_config.json: LlamaTokenizer, legacy, no BOS/EOS, no prefix space")
+        with open(os.path.join(dirs["f32"], "README.md"), encoding="utf-8") as f:
+            check("Training data licence: CC BY-SA 3.0/4.0 (Vietnamese Wikipedia contributors)."
+                  in f.read(), "the model card carries the licence given to prepare --license")
         tensors32, metadata = read_safetensors(os.path.join(dirs["f32"], "model.safetensors"))
         check(metadata.get("format") == "pt", "safetensors metadata has format=pt")
         check("lm_head.weight" not in tensors32 and

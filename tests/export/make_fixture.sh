@@ -16,7 +16,7 @@ mkdir -p "$dir"
   >"$dir/corpus.txt"
 [[ $(wc -l <"$dir/corpus.txt") == 3000 ]] || { echo "make_fixture: cannot read the corpus" >&2; exit 1; }
 "$bin" prepare --input "$dir/corpus.txt" --out "$dir/data" --vocab-size 2048 --val-fraction 0.05 \
-  --threads 2 | tail -n 2
+  --license "CC BY-SA 3.0/4.0 (Vietnamese Wikipedia contributors)" --threads 2 | tail -n 2
 "$bin" train --data "$dir/data" --layers $layers --heads $heads --dim $dim --seq-len $seq_len \
   --batch 8 --steps 250 --lr 3e-3 --min-lr 3e-4 --warmup 20 --eval-every 0 --precision fp32 \
   --threads 2 --ckpt-dir "$dir/ckpt" | tail -n 2
