@@ -16,6 +16,10 @@ ABSL_FLAG(std::string, out, "",
           "Output: prepare's data directory (created if missing; old shards replaced); "
           "export's file (gguf) or directory (safetensors)");
 
+ABSL_FLAG(bool, json, false,
+          "Print one JSON object instead of text (status: the ring; sample: checkpoint, step, "
+          "precision, prompt_ids, ids, text)");
+
 ABSL_FLAG(int, layers, 6, "Transformer blocks");
 ABSL_FLAG(int, heads, 6, "Attention heads per block (must divide --dim)");
 ABSL_FLAG(int, dim, 384, "Model width (embedding dimension)");

@@ -37,6 +37,7 @@ ABSL_DECLARE_FLAG(std::string, ckpt);
 ABSL_DECLARE_FLAG(std::string, ckpt_dir);
 ABSL_DECLARE_FLAG(std::string, metrics);
 ABSL_DECLARE_FLAG(std::string, out);  // prepare, export
+ABSL_DECLARE_FLAG(bool, json);        // status, sample
 
 // The ring (train, bench allreduce).
 ABSL_DECLARE_FLAG(std::string, hosts);

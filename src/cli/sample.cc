@@ -29,9 +29,6 @@ ABSL_FLAG(double, temperature, 0.8, "Sampling temperature (0 = always the most l
 ABSL_FLAG(int, top_k, 50, "Sample among the k most likely tokens (0 = all)");
 ABSL_FLAG(std::string, prompt_ids, "",
           "The prompt as comma-separated token ids instead of --prompt text (e.g. 12,7,1033)");
-ABSL_FLAG(bool, json, false,
-          "Print one JSON object (checkpoint, step, precision, prompt_ids, ids, text) "
-          "instead of the text");
 ABSL_FLAG(bool, logits, false,
           "With --json: add \"logits\", for each new id the vocab floats it was drawn from "
           "(with --tokens 0: the prompt's next-token logits)");

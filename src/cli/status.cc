@@ -16,7 +16,6 @@
 #include "observe/json.h"
 #include "observe/status_channel.h"
 
-ABSL_FLAG(bool, json, false, "status: print the answer as one JSON object (for scripts)");
 ABSL_FLAG(double, timeout, 5, "status: seconds to wait for any peer to answer");
 
 namespace rt::cli {
