@@ -2,6 +2,8 @@
 #include "collective/small_collectives.h"
 
 #include <cstring>
+#include <mutex>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "core/status_macros.h"
@@ -44,23 +46,48 @@ absl::Status SumInRankOrder(net::RingTransport* ring, absl::Span<T> values,
   return absl::OkStatus();
 }
 
+using Strings = std::vector<std::vector<uint8_t>>;
+
+// Strings a send still reads after WaitSendsDone timed out (a successor that stopped
+// reading, its link not yet closed): kept for the process's life instead of freed
+// under the transport's writer. Rare (the ring is being given up) and small
+// (AllgatherBytes carries small figures and top-k selections).
+void KeepForWriter(Strings strings) {
+  static std::mutex mu;
+  static std::vector<Strings>* kept = new std::vector<Strings>();
+  std::lock_guard<std::mutex> lock(mu);
+  kept->push_back(std::move(strings));
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<std::vector<uint8_t>>> AllgatherBytes(net::RingTransport* ring,
                                                                  absl::Span<const uint8_t> mine,
                                                                  absl::Duration timeout) {
   const int n = ring->size(), rank = ring->rank();
-  std::vector<std::vector<uint8_t>> all(n);
+  Strings all(n);
   all[rank].assign(mine.begin(), mine.end());
   // Step k: pass on the string of peer rank-k (ours first), receive that of rank-k-1.
   // The outer vector never resizes, so a string we queued stays put until the wait.
-  for (int k = 0; k < n - 1; ++k) {
+  absl::Status status;
+  bool queued = false;
+  for (int k = 0; k < n - 1 && status.ok(); ++k) {
     const int send_from = (rank - k + n) % n;
     const int recv_from = (rank - k - 1 + 2 * n) % n;
-    RETURN_IF_ERROR(ring->SendToNext(all[send_from]));
-    RETURN_IF_ERROR(ring->RecvFromPrev(&all[recv_from], timeout));
+    status = ring->SendToNext(all[send_from]);
+    queued = queued || status.ok();
+    if (status.ok()) status = ring->RecvFromPrev(&all[recv_from], timeout);
   }
-  if (n > 1) RETURN_IF_ERROR(ring->WaitSendsDone(timeout));
+  if (!queued) {
+    RETURN_IF_ERROR(status);
+    return all;
+  }
+  // Even when a receive failed (the predecessor left), the successor's link may
+  // still be writing our strings: they must outlive that.
+  const absl::Status sent = ring->WaitSendsDone(timeout);
+  if (absl::IsDeadlineExceeded(sent)) KeepForWriter(std::move(all));
+  if (!status.ok()) return status;
+  if (!sent.ok()) return sent;
   return all;
 }
 

@@ -45,6 +45,9 @@ class RingTransport {
 
   // Blocks until every message queued so far has been handed to the kernel (or an
   // error / the timeout ends the wait; the error names the peer and the problem).
+  // After any result but DeadlineExceeded the transport no longer reads queued
+  // bytes, even those of messages it could not send: a caller that stopped on an
+  // error may free them then.
   virtual absl::Status WaitSendsDone(absl::Duration timeout) = 0;
 
   // Blocks until the next message from the predecessor has arrived and been

@@ -11,6 +11,7 @@
 #include <climits>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/crc32c.h"
 #include "core/status_copy.h"
@@ -515,14 +516,17 @@ absl::Status TcpConnection::WaitSendsDone(absl::Duration timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   // On failure, wait until the io thread closed the socket: only then is no write
   // still reading the caller's bytes.
+  // DeadlineExceeded therefore means "a write may still read them", any other error
+  // that none does (callers that free their buffers on errors rely on it).
   bool done = WaitFor(cv_, lock, timeout, [&] { return pending_data_ == 0 || closed_; });
   if (pending_data_ == 0) return absl::OkStatus();  // all handed over, even if it failed since
-  if (!error_.ok()) return FreshCopy(error_);
   if (!done) {
-    return absl::DeadlineExceededError(absl::StrFormat("%d message(s) to %s not sent within %s",
-                                                       pending_data_, peer_name_,
-                                                       absl::FormatDuration(timeout)));
+    return absl::DeadlineExceededError(
+        absl::StrFormat("%d message(s) to %s not sent within %s%s", pending_data_, peer_name_,
+                        absl::FormatDuration(timeout),
+                        error_.ok() ? "" : absl::StrCat(" (", error_.message(), ")")));
   }
+  if (!error_.ok()) return FreshCopy(error_);
   return absl::OkStatus();
 }
 

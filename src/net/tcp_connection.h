@@ -99,6 +99,9 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   absl::Status SendData(absl::Span<const uint8_t> data, uint8_t codec);
   // The same with the payload's crc32c computed by the caller.
   absl::Status SendData(absl::Span<const uint8_t> data, uint8_t codec, uint32_t crc32c);
+  // Until every data message is written, or the connection failed AND its socket is
+  // closed (then the connection's error): after any result but DeadlineExceeded no
+  // write still reads a caller's bytes.
   absl::Status WaitSendsDone(absl::Duration timeout);
   absl::Status RecvData(std::vector<uint8_t>* message, absl::Duration timeout);
   // The next data message into `dst` (exactly its size, else DataLoss naming both

@@ -130,6 +130,9 @@ class ElasticReducer final : public GradientReducer {
     preconditioner_ = std::move(fn);
     if (inner_) inner_->SetPreconditioner(preconditioner_);
   }
+  std::vector<observe::LinkFigure> ProbedLinks() const override {
+    return inner_ ? inner_->ProbedLinks() : std::vector<observe::LinkFigure>();
+  }
   std::vector<std::pair<size_t, size_t>> DenseSumRanges() const override {
     return inner_ ? inner_->DenseSumRanges() : std::vector<std::pair<size_t, size_t>>();
   }

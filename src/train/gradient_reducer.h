@@ -31,6 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "observe/peer_report.h"
 #include "train/stop_signals.h"
 
 namespace rt::train {
@@ -124,6 +125,9 @@ class GradientReducer {
   virtual std::vector<std::pair<size_t, size_t>> DenseSumRanges() const { return {}; }
   // Payload bytes this peer has sent so far (for metrics).
   virtual uint64_t bytes_sent() const { return 0; }
+  // This peer's outgoing links as its last link probe measured them (to HOST:PORT,
+  // bytes/s, round trip in s), for the status board. Default / before a probe: none.
+  virtual std::vector<observe::LinkFigure> ProbedLinks() const { return {}; }
 
   // ---- step-boundary hooks (elastic rings; see the file comment) ----
   // Called once by Trainer::Create after initialisation or resume (before SyncState).

@@ -47,6 +47,23 @@ std::string DescribeGroups(const std::vector<std::string>& per_peer) {
   return absl::StrJoin(parts, "; ");
 }
 
+// This peer's row of a probe's matrix: every other member by its hosts-file endpoint.
+std::vector<observe::LinkFigure> OutgoingLinks(const collective::LinkMatrix& m,
+                                               const net::TcpRing& ring) {
+  std::vector<observe::LinkFigure> links;
+  const int self = m.IndexOf(ring.host_rank());
+  if (self < 0 || ring.node() == nullptr) return links;
+  for (int j = 0; j < m.size(); ++j) {
+    if (j == self) continue;
+    observe::LinkFigure l;
+    l.to = ring.node()->Host(m.peers[j]).Endpoint();
+    l.bytes_per_s = m.bandwidth_bps[self][j];
+    l.rtt_s = m.rtt_s[self][j];
+    links.push_back(std::move(l));
+  }
+  return links;
+}
+
 }  // namespace
 
 RingGradientReducer::RingGradientReducer(std::unique_ptr<net::RingTransport> ring,
@@ -156,6 +173,7 @@ absl::Status RingGradientReducer::Probe() {
     UseRing(std::move(r.ring), tcp);  // the old ring closes here
   }
   links_ = r.links;
+  probed_links_ = OutgoingLinks(r.matrix, *tcp_);
   probed_ = true;
   last_probe_step_ = step_;
   LogInfo(
@@ -202,7 +220,8 @@ absl::Status RingGradientReducer::PlanCodecs() {
     in.buckets.push_back(pb);
   }
   in.peers = peers();
-  in.bandwidth_bps = links_.bottleneck_bps;
+  in.bandwidth_bps =
+      c.planning_bandwidth_bps > 0 ? c.planning_bandwidth_bps : links_.bottleneck_bps;
   in.rtt_s = links_.max_rtt_s;
   // Without any measurement (the run's first step) the planner takes the least lossy
   // codec: the sparsest top-k is never chosen for lack of a budget.

@@ -63,6 +63,7 @@
 #include "collective/codec_planner.h"
 #include "collective/ring_adapter.h"
 #include "net/ring_transport.h"
+#include "net/tcp_node.h"
 #include "net/tcp_ring.h"
 #include "train/gradient_reducer.h"
 
@@ -85,6 +86,10 @@ struct CommOptions {
   uint64_t channel_salt = 0;
   int zstd_level = 1;   // auto: zstd level the planner may use where it pays (0 = never)
   bool reorder = true;  // false: probe (for the planner) but keep the ring's order
+  // > 0: the planner takes this as the ring's bottleneck (bytes/s) instead of the
+  // probed one; the same on every peer. For tests whose choice must not depend on
+  // how fast loopback happens to be under load.
+  double planning_bandwidth_bps = 0;
   collective::ReorderOptions probe;            // probe timing, re-form wait, hysteresis
   collective::CalibrationOptions calibration;  // zstd_level is set from zstd_level above
   collective::PlannerOptions planner;          // density ladder, hysteresis
@@ -163,6 +168,7 @@ class RingGradientReducer final : public GradientReducer {
   int64_t PreconditionFrom() const override { return options_.buckets.precondition_from; }
   void SetPreconditioner(std::function<void(absl::Span<float>, size_t)> fn) override;
   std::vector<std::pair<size_t, size_t>> DenseSumRanges() const override;
+  std::vector<observe::LinkFigure> ProbedLinks() const override { return probed_links_; }
   void StepCompleted(int64_t step) override;
 
   // Statistics of the last finished step (buckets, bytes, wait).
@@ -192,6 +198,7 @@ class RingGradientReducer final : public GradientReducer {
   uint64_t probe_index_ = 0;  // probes on this ring's salt so far (channels derive from it)
   int64_t last_probe_step_ = 0;
   collective::RingLinkSummary links_;
+  std::vector<observe::LinkFigure> probed_links_;  // this peer's row of the last probe
   std::optional<collective::CodecSpeeds> speeds_;  // agreed over the ring
   std::optional<collective::CodecPlan> plan_;
   bool plan_allows_topk_ = true;  // the planner options plan_ was made with

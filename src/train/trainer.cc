@@ -288,6 +288,7 @@ absl::Status Trainer::ReportStep(const StepMetrics& step_metrics) {
     }
     if (m.val_loss) p.val_loss = *m.val_loss;
     if (m.val_bpb) p.val_bpb = *m.val_bpb;
+    board_->SetLinks(reducer_->ProbedLinks());
     board_->OnStep(p, m.epoch, m.slots, reducer_->bytes_sent());
   }
   if (metrics_) RETURN_IF_ERROR(metrics_->Write(m));

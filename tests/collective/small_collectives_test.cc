@@ -4,8 +4,11 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <thread>
 
+#include "absl/time/clock.h"
 #include "collective/ring_test_util.h"
+#include "net/inproc_ring_transport.h"
 
 namespace rt::collective {
 namespace {
@@ -32,6 +35,34 @@ TEST_CASE("allgather of byte strings gives every peer every string by rank") {
       }
     }
   }
+}
+
+TEST_CASE("an allgather that fails on a receive keeps its strings until the successor has them") {
+  // Zero-copy: the successor reads a message's bytes where the sender keeps them, when
+  // it takes the message. Peer 0's predecessor is gone, so its first receive fails
+  // while its own string is still queued for peer 1, which takes it late.
+  net::InProcessRingOptions o;
+  o.zero_copy = true;
+  auto ring = net::MakeInProcessRing(3, o);
+  ring[2].reset();
+  std::vector<uint8_t> got;
+  absl::Status received;
+  std::thread successor([&] {
+    absl::SleepFor(absl::Milliseconds(200));
+    received = ring[1]->RecvFromPrev(&got, absl::Seconds(10));
+  });
+  const std::string mine(4096, 'a');
+  auto all = AllgatherBytes(
+      ring[0].get(),
+      absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(mine.data()), mine.size()),
+      absl::Seconds(10));
+  CHECK_FALSE(all.ok());
+  // Freed strings would be reused here (and the successor would copy 'z's; under
+  // ASan: a heap-use-after-free).
+  std::vector<std::vector<uint8_t>> reuse(8, std::vector<uint8_t>(mine.size(), 'z'));
+  successor.join();
+  REQUIRE(received.ok());
+  CHECK(std::string(got.begin(), got.end()) == mine);
 }
 
 TEST_CASE("small sums are exact for uint64 and identical (rank order) for doubles") {

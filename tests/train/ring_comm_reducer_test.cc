@@ -154,6 +154,23 @@ TEST_CASE(
       }
     }
     CHECK(reducers[0]->bytes_sent() > 0);
+    // The status board's link figures: each peer's row of the last probe, one link to
+    // every other member, named by its hosts-file endpoint.
+    for (int r = 0; r < n; ++r) {
+      INFO("peer " << r);
+      const std::vector<rt::observe::LinkFigure> links = reducers[r]->ProbedLinks();
+      REQUIRE(links.size() == static_cast<size_t>(n - 1));
+      std::vector<std::string> expected, seen;
+      for (int h = 0; h < n; ++h) {
+        if (h != r) expected.push_back(nodes[r]->Host(h).Endpoint());
+      }
+      for (const auto& l : links) {
+        seen.push_back(l.to);
+        CHECK(l.bytes_per_s > 0);
+        CHECK(l.rtt_s > 0);
+      }
+      CHECK(seen == expected);
+    }
   }
 }
 
@@ -173,9 +190,10 @@ TEST_CASE(
     RingReducerOptions o = AutoOptions();
     o.buckets.topk_warmup_steps = warmup;  // as ApplyCommFlags sets for --compress auto
     o.buckets.precondition_from = warmup;
-    // A budget of ~0 asks for the fastest plan once measured: on loopback that is
-    // top-k (fewer rounds than the dense ring for these small buckets).
+    // A budget of ~0 asks for the fastest plan once measured; over a 1 MB/s link
+    // that is top-k, however slow a loaded (or sanitized) machine makes the codecs.
     o.comm.comm_budget = 1e-9;
+    o.comm.planning_bandwidth_bps = 1e6;
     o.comm.planner.allow_bf16 = false;
     owned.push_back(std::make_unique<RingGradientReducer>(std::move(rings[r]), o));
     reducers.push_back(owned.back().get());
