@@ -256,7 +256,9 @@ TEST_CASE("codec calibration: plausible figures -- peers agree on identical spee
   for (double v : {s.select_bps, s.encode_eps, s.decode_eps, s.bf16_bps, s.add_bps,
                    s.zstd_compress_bps, s.zstd_decompress_bps}) {
     CHECK(std::isfinite(v));
-    CHECK(v > 1e6);
+    // Wall-clock rates: a sanitized build on a loaded machine (ctest -j2 beside other
+    // jobs) measured 0.9 M/s, so only "clearly running" is asserted.
+    CHECK(v > 1e4);
   }
   for (size_t i = 0; i < s.profiles.size(); ++i) {
     const auto& p = s.profiles[i];
