@@ -155,7 +155,7 @@ TEST_CASE("balance: a peer whose core is shared with a busy loop gets fewer slot
   }
 }
 
-TEST_CASE("balance: 3 peers, repeated short SIGSTOPs slow one, then another; slots follow") {
+TEST_CASE("balance: 3 peers, repeated short SIGSTOPs slow one, then another -- slots follow") {
   TempDir tmp;
   WriteFaultData(tmp / "data");
   const int base = TestBasePort() + 30;

@@ -100,7 +100,7 @@ TEST_CASE("tcp node hosts: peers are identified by endpoint, not by the rank in 
   Exchange(*out, *in);
 }
 
-TEST_CASE("tcp node hosts: removal fails waits and dials, refuses the peer; re-adding restores") {
+TEST_CASE("tcp node hosts: removal fails waits and dials, refuses the peer -- re-adding restores") {
   const std::vector<HostEntry> h = testing::LoopbackHosts(3);
   auto a = StartNode(h, 0);
   auto b = StartNode(h, 1);

@@ -198,7 +198,7 @@ TEST_CASE("tcp ring: posted destinations are filled in place even behind queued 
   REQUIRE(sender.WaitSendsDone(absl::Seconds(30)).ok());
 }
 
-TEST_CASE("tcp ring: posting after the message arrived copies it; another size is refused") {
+TEST_CASE("tcp ring: posting after the message arrived copies it -- another size is refused") {
   auto rings = TwoRings();
   const auto early = Pattern(4000, 1), wrong = Pattern(500, 2), next = Pattern(kBig, 3);
   REQUIRE(rings[0]->SendToNext(early).ok());
@@ -220,7 +220,8 @@ TEST_CASE("tcp ring: posting after the message arrived copies it; another size i
   REQUIRE(rings[0]->WaitSendsDone(absl::Seconds(30)).ok());
 }
 
-TEST_CASE("tcp ring: withdrawn destinations are never written; one already filled fails the link") {
+TEST_CASE(
+    "tcp ring: withdrawn destinations are never written -- one already filled fails the link") {
   auto rings = TwoRings();
   std::vector<uint8_t> scratch;
   {

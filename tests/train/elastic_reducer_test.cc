@@ -86,7 +86,7 @@ TrainConfig ElasticConfig(const std::string& data, int steps) {
 
 }  // namespace
 
-TEST_CASE("elastic: a peer that goes away is dropped, restarted it rejoins; replicas end equal") {
+TEST_CASE("elastic: a peer that goes away is dropped, restarted it rejoins -- replicas end equal") {
   testing::UseOneThread();
   TempDir tmp;
   REQUIRE(testing::WriteMarkovData(tmp / "data", 40, 20000, 2000).empty());
@@ -144,7 +144,8 @@ TEST_CASE("elastic: a peer that goes away is dropped, restarted it rejoins; repl
   CHECK(max_abs / max_weight < 1e-3);
 }
 
-TEST_CASE("elastic: a stop request stops every peer after the same step; the leader checkpoints") {
+TEST_CASE(
+    "elastic: a stop request stops every peer after the same step -- the leader checkpoints") {
   testing::UseOneThread();
   ClearStopRequest();
   TempDir tmp;
