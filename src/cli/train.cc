@@ -225,6 +225,7 @@ absl::StatusOr<std::unique_ptr<train::ElasticReducer>> JoinTrainCluster(
   if (!c->ckpt_dir.empty() && !e.ckpt_shared) {
     ASSIGN_OR_RETURN(e.ckpt_dir_shared_with, WatchSharedCkptDir(c->ckpt_dir, *node));
   }
+  e.steps = c->steps;
   e.hosts_path = setup.hosts_path;
   e.board = std::move(board);
   e.precondition_from = ring_options.buckets.precondition_from;

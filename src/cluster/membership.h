@@ -44,6 +44,21 @@
 //   dropped ones (at a step boundary), and quorum is counted against it. Differing
 //   fingerprints raise a kWarning and training continues on the current view. A peer
 //   whose own entry was removed leaves (kLeave) once a view without it is installed.
+// - Other settings (issue 19): a host whose handshake is refused because its cluster
+//   fingerprint differs is reported with OnConfigRefused (config = a hash of its
+//   fingerprint, difference = what differs). While forming, once every host of the
+//   file has answered (alive, or refused) or startup_grace_ms has passed, the peers
+//   that answered are grouped by settings (this peer's group: itself and the alive
+//   hosts); the largest group stays, on a tie the one holding the lowest-ranked peer.
+//   A peer outside it decides kConfigMismatch (exit, naming the difference); the
+//   others warn once per refused peer and name it in their pause reason. Members of
+//   an installed view never leave for this. A refusal not repeated within
+//   refusal_ttl_ms is forgotten (the peer exited), an admitted message clears it.
+// - Ending (issue 19): a member that ends the job (training finished, or an agreed
+//   stop after step S) announces Leave with last_step = S. Receivers decide
+//   kPeerLeft and, knowing that every member stops after S, no longer suspect,
+//   pause or propose: they finish step S and leave too. A member that leaves alone
+//   (last_step -1) is re-formed around, as after a failure, but logged as a leave.
 // - Split-brain safety: views need a quorum of the agreed file, and a member acts in
 //   only one installed view at a time; rings are formed only between peers that
 //   installed the same view (compare View::Fingerprint in the ring handshake).
@@ -71,6 +86,7 @@ struct MembershipConfig {
   int64_t startup_grace_ms = 5000;     // at start, wait this long for all hosts
   uint64_t initial_epoch = 0;          // e.g. the epoch of the checkpoint resumed from
   StateVersion initial_state;          // what this peer holds at start
+  int64_t refusal_ttl_ms = 15000;      // a refusal for other settings counts this long
 };
 
 struct Outgoing {
@@ -80,13 +96,15 @@ struct Outgoing {
 
 struct Decision {
   enum Kind {
-    kSuspect,       // peer: a view member became unreachable (reason says why)
-    kStopTraining,  // stop at once (abort the step in flight): a view change is under way
-    kPause,         // cannot train (reason), e.g. no quorum; keep heartbeating
-    kInstallView,   // view + agreement: re-form the ring; fetch state if need_state
-    kExcluded,      // this peer is out of date: discard training state, rejoin
-    kLeave,         // removed from the hosts file and from the view: exit cleanly
-    kWarning,       // something the user should see (e.g. hosts files differ)
+    kSuspect,         // peer: a view member became unreachable (reason says why)
+    kStopTraining,    // stop at once (abort the step in flight): a view change is under way
+    kPause,           // cannot train (reason), e.g. no quorum; keep heartbeating
+    kInstallView,     // view + agreement: re-form the ring; fetch state if need_state
+    kExcluded,        // this peer is out of date: discard training state, rejoin
+    kLeave,           // removed from the hosts file and from the view: exit cleanly
+    kWarning,         // something the user should see (e.g. hosts files differ)
+    kPeerLeft,        // peer: a member left cleanly (reason: finished, stopped, removed)
+    kConfigMismatch,  // this peer's settings differ from the ones that stay: exit (reason)
   };
   Kind kind;
   PeerId peer;
@@ -127,8 +145,13 @@ class Membership {
   void OnStateTransferFailed(StateVersion state, int64_t now_ms);
   // The hosts file was re-read (SIGHUP or change noticed).
   void OnHostsFileChanged(std::vector<PeerId> hosts, int64_t now_ms);
-  // This peer stops (SIGTERM) at a step boundary: tells the members, then kLeft.
-  void AnnounceLeave(const std::string& reason, int64_t now_ms);
+  // This peer stops at a step boundary: tells the members, then kLeft. last_step >= 0:
+  // the whole job ends after that step (training finished, or an agreed stop).
+  void AnnounceLeave(const std::string& reason, int64_t now_ms, int64_t last_step = -1);
+  // The handshake with `peer` (a host of the file) was refused because its settings
+  // differ: `config` identifies its settings, `difference` says what differs.
+  void OnConfigRefused(const PeerId& peer, uint64_t config, const std::string& difference,
+                       int64_t now_ms);
 
   std::vector<Outgoing> TakeOutgoing();
   std::vector<Decision> TakeDecisions();
@@ -152,6 +175,11 @@ class Membership {
     bool have_heartbeat = false;
     Heartbeat last_heartbeat;
   };
+  struct Refusal {
+    uint64_t config = 0;
+    std::string difference;
+    int64_t last_ms = 0;
+  };
   struct Proposal {
     View view;
     int64_t started_ms = 0;
@@ -170,6 +198,8 @@ class Membership {
   void UpdatePause(int64_t now_ms);
   void SendHeartbeats(int64_t now_ms);
   void SendJoinRequest(int64_t now_ms);
+  void CheckSettings(int64_t now_ms);
+  std::string RefusedSummary() const;  // "refused for other settings: a (diff); b (diff)"
 
   void HandleHeartbeat(const PeerId& from, const Heartbeat& m, int64_t now_ms);
   void HandleJoinRequest(const PeerId& from, const JoinRequest& m, int64_t now_ms);
@@ -212,7 +242,10 @@ class Membership {
   bool disrupted_ = false;        // a member of the installed view was lost since install
   bool at_step_boundary_ = true;  // admissions allowed now
   std::set<PeerId> pending_joiners_;
-  std::set<PeerId> left_;  // members that announced Leave
+  std::set<PeerId> left_;              // members that announced Leave
+  int64_t job_end_step_ = -1;          // a member announced that every member stops after it
+  std::map<PeerId, Refusal> refused_;  // hosts refused for other settings, by peer
+  bool settings_refused_ = false;      // kConfigMismatch decided
   std::map<PeerId, PeerInfo> peers_;
   std::set<PeerId> suspected_;  // view members currently suspected (for decisions)
   int64_t last_heartbeat_ms_ = -1;

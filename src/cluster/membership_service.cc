@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <chrono>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "core/clock.h"
+#include "core/crc32c.h"
 #include "core/log.h"
 #include "net/hosts_file.h"
 
@@ -200,8 +202,12 @@ absl::Status MembershipService::HostsFileChanged(const std::string& path) {
   HostsChanged(std::move(ids));
   return absl::OkStatus();
 }
-void MembershipService::Leave(const std::string& reason) {
-  Post(Event{Event::kLeave, {}, {}, {}, {}, reason});
+void MembershipService::Leave(const std::string& reason, int64_t last_step) {
+  Post(Event{Event::kLeave, {}, {}, StateVersion{0, last_step}, {}, reason});
+  // Drain() publishes the phase after it handed the Leave envelopes to the links.
+  std::unique_lock<std::mutex> lock(mu_);
+  state_cv_.wait_for(lock, std::chrono::seconds(2),
+                     [&] { return stopped_ || phase_ == Membership::Phase::kLeft; });
 }
 
 void MembershipService::SetLocalReport(std::vector<uint8_t> report) {
@@ -329,6 +335,7 @@ void MembershipService::ControlLoop() {
     batch.clear();
     PumpLinks(now);
     if (now >= next_tick) {
+      PollRefusals(now);
       membership_->OnTick(now);
       next_tick = now + tick_ms;
     }
@@ -432,7 +439,7 @@ void MembershipService::Apply(const Event& e, int64_t now_ms) {
       m.OnHostsFileChanged(e.hosts, now_ms);
       break;
     case Event::kLeave:
-      m.AnnounceLeave(e.reason, now_ms);
+      m.AnnounceLeave(e.reason, now_ms, e.state.step);
       break;
   }
 }
@@ -478,7 +485,9 @@ void MembershipService::PumpLinks(int64_t now_ms) {
       } else {
         const bool fatal =
             absl::IsFailedPrecondition(link.status()) || absl::IsPermissionDenied(link.status());
-        if (fatal && !o->warned) {
+        // Other settings: the node logged the difference; the Membership decides.
+        const bool settings = absl::StartsWith(link.status().message(), net::kFingerprintDiffers);
+        if (fatal && !o->warned && !settings) {
           LogError("control link to %s: %s", peer, std::string(link.status().message()));
           o->warned = true;
         }
@@ -490,6 +499,17 @@ void MembershipService::PumpLinks(int64_t now_ms) {
       o->dialing = node_->ConnectTo(static_cast<int>(r), options_.channel, absl::Now() + kDialSpan);
       o->dial_started_ms = now_ms;
     }
+  }
+}
+
+void MembershipService::PollRefusals(int64_t now_ms) {
+  for (const net::FingerprintMismatch& m : node_->FingerprintMismatches()) {
+    absl::Time& seen = refusals_seen_[m.endpoint];
+    if (m.last_refused <= seen) continue;
+    seen = m.last_refused;
+    const std::vector<uint8_t> theirs = net::EncodeFingerprint(m.theirs);
+    membership_->OnConfigRefused(m.endpoint, Crc32c(theirs.data(), theirs.size()), m.difference,
+                                 now_ms);
   }
 }
 
@@ -575,7 +595,13 @@ void MembershipService::Publish(const Decision& d) {
       break;
     }
     case Decision::kPause:
-      LogWarning("paused: %s", d.reason);
+      // Waiting for peers before the first view (or to be admitted) is how every
+      // start looks; a member that stops training is news.
+      if (membership_->view().Contains(self_)) {
+        LogWarning("paused: %s", d.reason);
+      } else {
+        LogInfo("not training yet: %s", d.reason);
+      }
       break;
     case Decision::kExcluded:
       LogWarning("excluded from the view: %s", d.reason);
@@ -591,6 +617,11 @@ void MembershipService::Publish(const Decision& d) {
     case Decision::kLeave:
       LogInfo("%s: %s", DecisionKindName(d.kind), d.reason);
       break;
+    case Decision::kPeerLeft:
+      LogInfo("peer %s %s", d.peer, d.reason);
+      break;
+    case Decision::kConfigMismatch:
+      break;  // the trainer exits with it: the last line the user sees
   }
   if (options_.on_decision) options_.on_decision(d);
   {

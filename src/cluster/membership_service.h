@@ -17,6 +17,9 @@
 // optional on_decision callback (called on the control thread: keep it short, e.g.
 // abort the collective in flight on kStopTraining).
 //
+// Peers refused for other settings (TcpNode::FingerprintMismatches) are passed to the
+// Membership every tick (OnConfigRefused), which may decide kConfigMismatch.
+//
 // Hosts-file edits (issue 6 item 7): the service keeps the node's host list
 // (TcpNode::SetHosts) equal to the agreed hosts file plus the members of the
 // installed view plus self. So a new entry is linked (and can join) once every view
@@ -127,7 +130,10 @@ class MembershipService {
   // Loads and validates the hosts file (SIGHUP path), then HostsChanged. The error
   // (e.g. "hosts:3: bad port") is returned and nothing changes.
   absl::Status HostsFileChanged(const std::string& path);
-  void Leave(const std::string& reason);  // SIGTERM at a step boundary
+  // This peer leaves at a step boundary (last_step >= 0: the whole job ends after
+  // that step; see Membership::AnnounceLeave). Returns once the Leave is handed to
+  // the control links (at most 2 s), so that it goes out before the process exits.
+  void Leave(const std::string& reason, int64_t last_step = -1);
 
   // This peer's status report for the other peers (see the file comment). Longer
   // ones than kMaxReportBytes are not sent (logged once).
@@ -180,6 +186,7 @@ class MembershipService {
   const Envelope& WithReport(const Envelope& e, OutLink* out, int64_t now_ms);
   void Drain(int64_t now_ms);
   void Publish(const Decision& d);
+  void PollRefusals(int64_t now_ms);  // new TcpNode mismatches -> Membership
   bool Blocked(const PeerId& peer) const;
   int RankOfPeer(const PeerId& peer) const;
 
@@ -196,6 +203,7 @@ class MembershipService {
   std::vector<PeerId> node_hosts_;                // what SetHosts was last given
   View last_logged_view_;
   Envelope report_envelope_;  // WithReport's copy
+  std::map<std::string, absl::Time> refusals_seen_;  // endpoint -> last refusal passed on
 
   std::atomic<bool> stop_{false};
   std::thread control_thread_;

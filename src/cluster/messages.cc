@@ -67,7 +67,10 @@ void WriteBody(ByteWriter& w, const ViewCommit& m) {
   w.Int<int64_t>(m.agreement.min_step);
   w.Strings(m.agreement.need_state);
 }
-void WriteBody(ByteWriter& w, const Leave& m) { w.String(m.reason); }
+void WriteBody(ByteWriter& w, const Leave& m) {
+  w.String(m.reason);
+  w.Int<int64_t>(m.last_step);
+}
 
 Message ReadBody(ByteReader& r, uint8_t type) {
   switch (type) {
@@ -118,6 +121,8 @@ Message ReadBody(ByteReader& r, uint8_t type) {
     default: {
       Leave m;
       m.reason = ReadString(r, "leave reason");
+      m.last_step = r.Int<int64_t>("leave last step");
+      if (m.last_step < -1) r.Fail("leave last step below -1");
       return m;
     }
   }

@@ -77,6 +77,10 @@ struct ViewCommit {
 // The sender leaves at a step boundary (removed from the hosts file, or stopping).
 struct Leave {
   std::string reason;
+  // >= 0: the whole job ends after this step on every member (training finished, or
+  // an agreed stop), so the receivers finish it too instead of re-forming without
+  // the sender; -1: only the sender leaves.
+  int64_t last_step = -1;
 };
 
 using Message =

@@ -15,6 +15,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 
 namespace rt::net {
 namespace {
@@ -177,8 +178,40 @@ absl::StatusOr<Fingerprint> DecodeFingerprint(absl::Span<const uint8_t> bytes,
   return fp;
 }
 
-absl::Status CompareFingerprints(const Fingerprint& ours, const Fingerprint& theirs,
-                                 const std::string& peer) {
+namespace {
+
+// "layers=2 heads=4" as (key, value) tokens; false unless every token is key=value.
+bool SplitSettings(const std::string& value,
+                   std::vector<std::pair<std::string, std::string>>* out) {
+  for (absl::string_view token : absl::StrSplit(value, ' ', absl::SkipEmpty())) {
+    const size_t eq = token.find('=');
+    if (eq == absl::string_view::npos || eq == 0) return false;
+    out->emplace_back(std::string(token.substr(0, eq)), std::string(token.substr(eq + 1)));
+  }
+  return !out->empty();
+}
+
+// One differing key: compound values ("layers=2 heads=4") name the settings that
+// differ ("model layers: here '2', there '3'"), others the whole values.
+void AddDifference(const std::string& key, const std::string& here, const std::string& there,
+                   std::vector<std::string>* diffs) {
+  std::vector<std::pair<std::string, std::string>> a, b;
+  bool same_keys = SplitSettings(here, &a) && SplitSettings(there, &b) && a.size() == b.size();
+  for (size_t i = 0; same_keys && i < a.size(); ++i) same_keys = a[i].first == b[i].first;
+  if (!same_keys) {
+    diffs->push_back(absl::StrFormat("%s: here '%s', there '%s'", key, here, there));
+    return;
+  }
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].second == b[i].second) continue;
+    diffs->push_back(
+        absl::StrFormat("%s %s: here '%s', there '%s'", key, a[i].first, a[i].second, b[i].second));
+  }
+}
+
+}  // namespace
+
+std::string FingerprintDifference(const Fingerprint& ours, const Fingerprint& theirs) {
   std::map<std::string, std::string> a(ours.begin(), ours.end());
   std::map<std::string, std::string> b(theirs.begin(), theirs.end());
   std::vector<std::string> diffs;
@@ -187,16 +220,22 @@ absl::Status CompareFingerprints(const Fingerprint& ours, const Fingerprint& the
     if (it == b.end()) {
       diffs.push_back(absl::StrFormat("%s: here '%s', there missing", k, v));
     } else if (it->second != v) {
-      diffs.push_back(absl::StrFormat("%s: here '%s', there '%s'", k, v, it->second));
+      AddDifference(k, v, it->second, &diffs);
     }
   }
   for (const auto& [k, v] : b) {
     if (a.count(k) == 0) diffs.push_back(absl::StrFormat("%s: here missing, there '%s'", k, v));
   }
-  if (diffs.empty()) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrFormat(
-      "cluster fingerprint differs from %s (every peer must run the same configuration): %s", peer,
-      absl::StrJoin(diffs, "; ")));
+  return absl::StrJoin(diffs, "; ");
+}
+
+absl::Status CompareFingerprints(const Fingerprint& ours, const Fingerprint& theirs,
+                                 const std::string& peer) {
+  const std::string diff = FingerprintDifference(ours, theirs);
+  if (diff.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrFormat("%s from %s (every peer must run the same configuration): %s",
+                      kFingerprintDiffers, peer, diff));
 }
 
 absl::StatusOr<std::string> LoadSharedSecret(const std::string& secret_file,

@@ -55,8 +55,15 @@ bool ProofEquals(absl::Span<const uint8_t> a, const Proof& b);  // constant time
 std::vector<uint8_t> EncodeFingerprint(const Fingerprint& fp);
 absl::StatusOr<Fingerprint> DecodeFingerprint(absl::Span<const uint8_t> bytes,
                                               const std::string& peer);
-// OK if equal; else FailedPrecondition naming every differing or missing key with
-// both values: "cluster fingerprint differs from rank 1 (...): model: here 'a', there 'b'".
+// Every differing or missing key with both values, "; "-separated, "" if equal:
+// "lr: here '0.001', there '0.002'; tokenizer: here missing, there 't1'". A value made of
+// key=value tokens with the same keys on both sides names the tokens that differ:
+// "model layers: here '2', there '3'" (for 'layers=2 heads=4' against 'layers=3 heads=4').
+std::string FingerprintDifference(const Fingerprint& ours, const Fingerprint& theirs);
+// The start of CompareFingerprints' message (TcpNode logs each difference once).
+inline constexpr char kFingerprintDiffers[] = "cluster fingerprint differs";
+// OK if equal; else FailedPrecondition with FingerprintDifference:
+// "cluster fingerprint differs from rank 1 (...): model layers: here '2', there '3'".
 absl::Status CompareFingerprints(const Fingerprint& ours, const Fingerprint& theirs,
                                  const std::string& peer);
 

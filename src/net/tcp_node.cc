@@ -57,6 +57,11 @@ bool IsFatal(const absl::Status& s) {
   return absl::IsFailedPrecondition(s) || absl::IsPermissionDenied(s);
 }
 
+// A refusal for a differing fingerprint: NoteMismatch logs those (once each).
+bool IsMismatch(const absl::Status& s) {
+  return absl::IsFailedPrecondition(s) && absl::StartsWith(s.message(), kFingerprintDiffers);
+}
+
 // In the reason an acceptor sends to a dialer it does not list: the dialer keeps
 // retrying (the acceptor may list it once its edited hosts file is agreed).
 constexpr char kNotListed[] = "is not in the hosts list of";
@@ -266,7 +271,11 @@ struct Handshake : std::enable_shared_from_this<Handshake> {
     // An observer knows no fingerprint, and a peer's does not concern it.
     if (!observer && !opt.observer) {
       absl::Status same = CompareFingerprints(opt.fingerprint, *fp, node.PeerName(peer_rank));
-      if (!same.ok()) return Refuse(conn, same, "cluster fingerprint differs");
+      if (!same.ok()) {
+        node.NoteMismatch(dialer ? expected_endpoint : claimed_endpoint, *fp,
+                          std::string(same.message()));
+        return Refuse(conn, same, kFingerprintDiffers);
+      }
     }
     conn->Establish(peer_rank,
                     observer ? "status client " + conn->peer_name() : node.PeerName(peer_rank));
@@ -330,6 +339,8 @@ struct TcpNode::Impl {
   std::map<int, std::string> refusals;    // rank -> why its last attempt was refused
   std::set<std::string> unlisted_warned;  // unlisted endpoints already logged as warnings
   std::function<void(std::shared_ptr<TcpConnection>)> observer_handler;
+  std::map<std::string, FingerprintMismatch> mismatches;          // by endpoint
+  std::set<std::pair<std::string, std::string>> mismatch_warned;  // (endpoint, difference)
 
   // The slot table (see tcp_node.h). Leaf lock: never held while taking `mu`.
   struct Slot {
@@ -408,7 +419,7 @@ struct Dial : std::enable_shared_from_this<Dial> {
           }
           // Not listed (yet) by the acceptor: it may be once its hosts file is agreed.
           if (IsFatal(st) && !absl::StrContains(st.message(), kNotListed)) {
-            LogError("%s", std::string(st.message()));
+            if (!IsMismatch(st)) LogError("%s", std::string(st.message()));
             self->pending->Fulfil(st);
             return;
           }
@@ -472,6 +483,28 @@ std::string TcpNode::RefusalFor(int rank) const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   auto it = impl_->refusals.find(rank);
   return it == impl_->refusals.end() ? "" : it->second;
+}
+
+void TcpNode::NoteMismatch(const std::string& endpoint, const Fingerprint& theirs,
+                           const std::string& refusal) const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  FingerprintMismatch& m = impl_->mismatches[endpoint];
+  m.endpoint = endpoint;
+  m.theirs = theirs;
+  m.difference = FingerprintDifference(options_.fingerprint, theirs);
+  m.last_refused = absl::Now();
+  if (impl_->mismatch_warned.emplace(endpoint, m.difference).second) {
+    LogWarning("refused a connection: %s", refusal);
+  } else {
+    LogDebug("refused a connection again: %s", refusal);
+  }
+}
+
+std::vector<FingerprintMismatch> TcpNode::FingerprintMismatches() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::vector<FingerprintMismatch> out;
+  for (const auto& [endpoint, m] : impl_->mismatches) out.push_back(m);
+  return out;
 }
 
 std::string TcpNode::PeerName(int rank) const {
@@ -718,7 +751,9 @@ void TcpNode::OnHandshakeDone(const absl::Status& st, const std::shared_ptr<TcpC
   if (!st.ok()) {
     // An unlisted peer retries about once a second: warn once per endpoint.
     const bool unlisted = rank < 0 && absl::IsUnavailable(st) && !claimed_endpoint.empty();
-    if (!unlisted || impl_->unlisted_warned.insert(claimed_endpoint).second) {
+    if (IsMismatch(st)) {
+      LogDebug("refused connection from %s: %s", from, std::string(st.message()));
+    } else if (!unlisted || impl_->unlisted_warned.insert(claimed_endpoint).second) {
       LogWarning("refused connection from %s%s: %s", from,
                  authenticated ? "" : " (unauthenticated)", std::string(st.message()));
     } else {

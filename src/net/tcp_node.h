@@ -71,6 +71,15 @@ struct TcpNodeOptions {
 
 class TcpNode;
 
+// A peer whose handshake was refused because its fingerprint differs from this
+// node's (its settings differ), as last seen.
+struct FingerprintMismatch {
+  std::string endpoint;    // the peer's hosts-file entry, "10.0.0.2:29500"
+  Fingerprint theirs;      // its whole fingerprint
+  std::string difference;  // FingerprintDifference(ours, theirs)
+  absl::Time last_refused;
+};
+
 // An authenticated link to one peer (thread-safe; see TcpConnection for semantics).
 // Keeps its node alive; destroying it closes the connection.
 class Link {
@@ -159,12 +168,22 @@ class TcpNode : public std::enable_shared_from_this<TcpNode> {
   // never block); nullptr closes them. Without a handler they are closed.
   void SetObserverHandler(std::function<void(std::shared_ptr<TcpConnection>)> handler);
 
+  // Every peer refused for a differing fingerprint since Start (dialled or
+  // accepted), one entry per endpoint with its newest fingerprint, in endpoint order.
+  // The first refusal of each (endpoint, difference) is logged as a warning, repeats
+  // at debug level (peers redial every few seconds).
+  std::vector<FingerprintMismatch> FingerprintMismatches() const;
+
  private:
   struct Impl;
   explicit TcpNode(TcpNodeOptions options);
   absl::Status Listen();
   void AcceptNext();
   void OnIncoming(asio::ip::tcp::socket socket);
+  // The handshake with `endpoint` found `theirs` differing (const: a record of what
+  // was seen, like a log).
+  void NoteMismatch(const std::string& endpoint, const Fingerprint& theirs,
+                    const std::string& refusal) const;
   void OnHandshakeDone(const absl::Status& st, const std::shared_ptr<TcpConnection>& conn, int rank,
                        uint64_t channel, bool authenticated, const std::string& from,
                        const std::string& claimed_endpoint);

@@ -151,6 +151,15 @@ void ElasticReducer::StepCompleted(int64_t step) {
   failed_at_ms_ = -1;
   last_step_ms_ = NowMs();
   last_step_done_ = std::max(last_step_done_, step);
+  const bool finished = options_.steps > 0 && step >= options_.steps;
+  if (finished || stop_after_step_) {
+    // Every member completes this step and stops after it: say so now, so that the
+    // others finish too rather than suspect this peer when its links close.
+    service_->Leave(finished
+                        ? absl::StrFormat("finished training at step %d", step)
+                        : absl::StrFormat("stopped after step %d (a stop was requested)", step),
+                    step);
+  }
 }
 
 bool ElasticReducer::WritesCheckpoints() const {
@@ -220,7 +229,7 @@ absl::StatusOr<BoundaryAction> ElasticReducer::AtStepBoundary() {
     const int64_t now = NowMs();
     if (options_.watch_signals && StopRequested()) {
       LogInfo("stop requested while not in a training ring: leaving the job alone");
-      service_->Leave("stop requested (signal)");
+      service_->Leave("left: stop requested (signal)");
       left_ = true;
       return BoundaryAction::kStop;
     }
@@ -297,8 +306,11 @@ absl::Status ElasticReducer::Handle(const cluster::Decision& d) {
       left_ = true;
       removed_ = true;  // no checkpoint duty any more
       return absl::OkStatus();
+    case cluster::Decision::kConfigMismatch:
+      return absl::FailedPreconditionError(d.reason);
     case cluster::Decision::kSuspect:
     case cluster::Decision::kWarning:
+    case cluster::Decision::kPeerLeft:
       return absl::OkStatus();  // the service logged it; kStopTraining/kPause follow
   }
   return absl::OkStatus();

@@ -33,6 +33,11 @@
 //     peer that completes step S learns the same verdict and all stop after S; the
 //     leader (and its successor, unless ckpt_shared) checkpoints, all exit 0. A
 //     signalled peer that is not in a training ring announces Leave and stops alone.
+//   End: after the step that completes --steps, or an agreed stop, the peer announces
+//     Leave with that step (Membership "Ending"): the others stop expecting it, log
+//     "peer X finished training at step S" and leave the same way after their step S.
+//   Settings: kConfigMismatch (this peer's fingerprint differs from the one most peers
+//     that answered run) ends training with that difference as the error.
 //   Checkpoint duty: cluster::CheckpointDutyOf(view of the last step, self); the
 //     successor's copy is skipped when the leader's marker is live in its --ckpt-dir
 //     (a shared directory detected: ckpt_dir_shared_with).
@@ -80,6 +85,10 @@ struct ElasticOptions {
   // original; the copy is then skipped, as with --ckpt-shared, with a warning. Null:
   // never.
   std::function<bool(const cluster::PeerId& leader)> ckpt_dir_shared_with;
+  // --steps: after completing it (or an agreed stop) this peer tells the members that
+  // the job ends there (a clean leave: they log "peer X finished ..." and finish too,
+  // instead of suspecting it when it exits). 0: never announced.
+  int64_t steps = 0;
   std::string hosts_path;     // re-read on SIGHUP ("" = never)
   bool watch_signals = true;  // read stop_signals.h (tests may turn it off)
   cluster::TransferOptions transfer;

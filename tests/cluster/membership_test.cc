@@ -13,6 +13,8 @@
 namespace rt::cluster {
 namespace {
 
+using testing::LogHas;
+using testing::SameState;
 using testing::SimCluster;
 using testing::SimOptions;
 
@@ -20,21 +22,6 @@ std::vector<int> Range(int n) {
   std::vector<int> v;
   for (int i = 0; i < n; ++i) v.push_back(i);
   return v;
-}
-
-bool SameState(SimCluster& c, const std::vector<int>& who) {
-  for (int i : who) {
-    if (c.State(i).version != c.State(who[0]).version) return false;
-    if (c.State(i).hash != c.State(who[0]).hash) return false;
-  }
-  return true;
-}
-
-bool LogHas(const SimCluster& c, const std::string& needle) {
-  for (const std::string& l : c.Log()) {
-    if (l.find(needle) != std::string::npos) return true;
-  }
-  return false;
 }
 
 }  // namespace

@@ -33,6 +33,7 @@ std::vector<Envelope> Samples() {
       {9, "c", ViewNack{8, 9, "x"}},
       {8, "a", ViewCommit{View{8, {"a", "b"}}, agreement}},
       {8, "z", Leave{"removed from the hosts file"}},
+      {8, "y", Leave{"finished training at step 20", 20}},
   };
 }
 
@@ -59,6 +60,10 @@ TEST_CASE("every message type round-trips through the envelope") {
   const auto& commit = std::get<ViewCommit>(commit_envelope.message);
   CHECK(commit.agreement.need_state == std::vector<PeerId>{"c", "d"});
   CHECK(commit.agreement.min_step == 98);
+  const Envelope leave_envelope = DecodeEnvelope(EncodeEnvelope(Samples()[7]), "t").value();
+  CHECK(std::get<Leave>(leave_envelope.message).last_step == 20);
+  CHECK(std::get<Leave>(DecodeEnvelope(EncodeEnvelope(Samples()[6]), "t")->message).last_step ==
+        -1);
 }
 
 TEST_CASE("damaged envelopes are refused with DataLoss, never crash") {

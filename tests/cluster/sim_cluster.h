@@ -5,7 +5,9 @@
 // delivered one tick later, unless the sender or receiver is dead, or a partition
 // separates them (dropped, like `ip link set down`). A stopped peer (SIGSTOP) neither
 // ticks nor receives; its incoming messages queue up as in TCP buffers. Killing a peer
-// (kill -9) tells every live peer OnLinkBroken, as a TCP reset would.
+// (kill -9) tells every live peer OnLinkBroken, as a TCP reset would. Peers with other
+// settings (SetConfig) never exchange messages: each side gets OnConfigRefused instead,
+// as from a refused handshake; a peer that decides kConfigMismatch or kLeave exits.
 //
 // Trainer: a ring trains when every member of a view has installed that view and
 // can train; each step takes step_ms and then every member completes it
@@ -40,6 +42,12 @@ struct SimOptions {
   int64_t startup_grace_ms = 500;
   int min_peers = 0;
   int max_delay_ticks = 1;  // each message takes 1..max_delay_ticks (FIFO per link)
+  // > 0: training ends after this step; the first member of the ring announces it at
+  // once, the others end_lag_ms later (as peers finish their last step at different
+  // times), and then no ring trains any more.
+  int64_t end_step = 0;
+  int64_t end_lag_ms = 50;
+  int64_t refusal_ttl_ms = 15000;
   uint32_t delay_seed = 1;
 };
 
@@ -74,6 +82,7 @@ class SimCluster {
     c.heartbeat_interval_ms = options_.heartbeat_interval_ms;
     c.proposal_timeout_ms = options_.proposal_timeout_ms;
     c.startup_grace_ms = options_.startup_grace_ms;
+    c.refusal_ttl_ms = options_.refusal_ttl_ms;
     c.initial_epoch = p.state.version.epoch;
     c.initial_state = p.state.version;
     p.m = std::make_unique<Membership>(c, now_ms_);
@@ -82,6 +91,7 @@ class SimCluster {
     p.exited = false;
     p.installed = View{};
     p.inbox.clear();
+    p.end_at_ms = -1;
   }
   void StartAll() {
     for (size_t i = 0; i < peers_.size(); ++i) Start(static_cast<int>(i));
@@ -96,6 +106,9 @@ class SimCluster {
       }
     }
   }
+  // Peer i runs settings `config` (default 0): its messages reach only peers with the
+  // same settings; the others refuse it, both ways, as the handshake does.
+  void SetConfig(int i, uint64_t config) { configs_[i] = config; }
   void Stop(int i) { peers_[i].stopped = true; }
   void Cont(int i) { peers_[i].stopped = false; }
   void Partition(std::set<int> side) { side_ = std::move(side); }
@@ -170,6 +183,7 @@ class SimCluster {
     SimState state;
     View installed;  // the view the simulated trainer runs in
     int64_t step_started_ms = -1;
+    int64_t end_at_ms = -1;  // announces the end of the job then (end_step)
     struct InFlight {
       int64_t deliver_ms;
       std::vector<uint8_t> bytes;
@@ -206,7 +220,14 @@ class SimCluster {
       }
     }
     for (size_t i = 0; i < peers_.size(); ++i) {
-      if (Live(static_cast<int>(i)) && !peers_[i].stopped) peers_[i].m->OnTick(now_ms_);
+      Peer& p = peers_[i];
+      if (!Live(static_cast<int>(i)) || p.stopped) continue;
+      if (p.end_at_ms >= 0 && now_ms_ >= p.end_at_ms) {
+        p.end_at_ms = -1;
+        p.m->AnnounceLeave("finished training at step " + std::to_string(options_.end_step),
+                           now_ms_, options_.end_step);
+      }
+      p.m->OnTick(now_ms_);
     }
     TrainOneTick();
     Drain();
@@ -221,6 +242,12 @@ class SimCluster {
       for (Outgoing& o : p.m->TakeOutgoing()) {
         const int to = IndexOf(o.to);
         if (to < 0 || !Live(to) || !Reachable(static_cast<int>(i), to)) continue;
+        if (Config(static_cast<int>(i)) != Config(to)) {  // the handshake refuses both ways
+          peers_[to].m->OnConfigRefused(Name(static_cast<int>(i)), Config(static_cast<int>(i)),
+                                        Difference(to, static_cast<int>(i)), now_ms_);
+          p.m->OnConfigRefused(Name(to), Config(to), Difference(static_cast<int>(i), to), now_ms_);
+          continue;
+        }
         const int64_t delay =
             options_.tick_ms * (1 + static_cast<int64_t>(rng_() % options_.max_delay_ticks));
         int64_t& last = link_last_ms_[{static_cast<int>(i), to}];
@@ -266,6 +293,7 @@ class SimCluster {
         p.installed = View{};
         break;
       case Decision::kLeave:
+      case Decision::kConfigMismatch:  // the process exits
         p.installed = View{};
         p.exited = true;
         p.running = false;
@@ -273,6 +301,7 @@ class SimCluster {
         break;
       case Decision::kSuspect:
       case Decision::kWarning:
+      case Decision::kPeerLeft:
         break;
     }
   }
@@ -285,6 +314,7 @@ class SimCluster {
       Peer& p = peers_[i];
       if (!Live(static_cast<int>(i)) || p.stopped || p.installed.empty()) continue;
       if (!p.m->CanTrain() || p.m->view() != p.installed) continue;
+      if (options_.end_step > 0 && p.state.version.step >= options_.end_step) continue;
       rings[p.installed.epoch].push_back(static_cast<int>(i));
     }
     for (auto& [epoch, idx] : rings) {
@@ -308,11 +338,27 @@ class SimCluster {
       for (int i : idx) {
         if (Live(i)) peers_[i].m->OnStepCompleted(peers_[i].state.version, now_ms_);
       }
+      if (options_.end_step > 0 && lead.state.version.step == options_.end_step) {
+        for (size_t k = 0; k < idx.size(); ++k) {
+          peers_[idx[k]].end_at_ms = now_ms_ + (k == 0 ? 0 : options_.end_lag_ms);
+        }
+      }
     }
     CHECK_MESSAGE(training_epochs.size() <= 1, "split brain: two views train at once\n", Dump());
   }
 
+  uint64_t Config(int i) const {
+    auto it = configs_.find(i);
+    return it == configs_.end() ? 0 : it->second;
+  }
+  // What the handshake of `i` reports about `other`'s settings.
+  std::string Difference(int i, int other) const {
+    return "layers: here '" + std::to_string(Config(i)) + "', there '" +
+           std::to_string(Config(other)) + "'";
+  }
+
   SimOptions options_;
+  std::map<int, uint64_t> configs_;
   std::vector<PeerId> hosts_;
   std::map<int, std::vector<PeerId>> host_files_;
   std::vector<Peer> peers_;
@@ -325,5 +371,22 @@ class SimCluster {
   int64_t steps_trained_ = 0;
   int refused_transfers_ = 0;
 };
+
+// Peers `who` hold the same state (version and lineage).
+inline bool SameState(SimCluster& c, const std::vector<int>& who) {
+  for (int i : who) {
+    if (c.State(i).version != c.State(who[0]).version) return false;
+    if (c.State(i).hash != c.State(who[0]).hash) return false;
+  }
+  return true;
+}
+
+// Some decision logged so far contains `needle` ("t=MS PEER KIND PEER2 REASON").
+inline bool LogHas(const SimCluster& c, const std::string& needle) {
+  for (const std::string& l : c.Log()) {
+    if (l.find(needle) != std::string::npos) return true;
+  }
+  return false;
+}
 
 }  // namespace rt::cluster::testing

@@ -64,10 +64,20 @@ TEST_CASE("handshake: fingerprint comparison names differing keys with both valu
   auto st = rt::net::CompareFingerprints(ours, *decoded, "rank 1");
   REQUIRE_FALSE(st.ok());
   CHECK(Contains(st, "rank 1"));
-  CHECK(Contains(st, "model: here 'layers=6', there 'layers=12'"));
+  CHECK(Contains(st, "model layers: here '6', there '12'"));
   CHECK(Contains(st, "optimizer: here 'lr=6e-4', there missing"));
   CHECK(Contains(st, "tokenizer: here missing, there 't1'"));
   CHECK_FALSE(Contains(st, "data:"));
+  // Compound values name only the settings that differ; others are quoted whole.
+  CHECK(rt::net::FingerprintDifference({{"model", "layers=2 heads=4 dim=64"}},
+                                       {{"model", "layers=3 heads=4 dim=32"}}) ==
+        "model layers: here '2', there '3'; model dim: here '64', there '32'");
+  CHECK(rt::net::FingerprintDifference({{"model", "layers=2 heads=4"}}, {{"model", "layers=2"}}) ==
+        "model: here 'layers=2 heads=4', there 'layers=2'");
+  CHECK(rt::net::FingerprintDifference({{"balance", "--balance on"}},
+                                       {{"balance", "--balance off"}}) ==
+        "balance: here '--balance on', there '--balance off'");
+  CHECK(rt::net::FingerprintDifference(ours, ours).empty());
   bytes.resize(bytes.size() - 2);
   CHECK_FALSE(rt::net::DecodeFingerprint(bytes, "rank 1").ok());
 }

@@ -181,8 +181,8 @@ TEST_CASE("tcp ring: differing fingerprint is refused, naming the key and both v
   REQUIRE_FALSE(results[1].ok());
   INFO(results[0].status().ToString());
   INFO(results[1].status().ToString());
-  CHECK(Contains(results[0].status(), "model: here 'layers=2 dim=8', there 'layers=12 dim=8'"));
-  CHECK(Contains(results[1].status(), "model: here 'layers=12 dim=8', there 'layers=2 dim=8'"));
+  CHECK(Contains(results[0].status(), "model layers: here '2', there '12'"));
+  CHECK(Contains(results[1].status(), "model layers: here '12', there '2'"));
   CHECK_FALSE(Contains(results[0].status(), "data:"));
 }
 
