@@ -82,6 +82,26 @@ TEST_CASE("emoji and invalid bytes fall back to byte tokens") {
   for (int id : inv) CHECK(id != 0);
 }
 
+TEST_CASE("a vocabulary too small for the text's characters says the size that fits") {
+  // 400 distinct, equally frequent characters: no coverage >= 98% fits in 300 pieces.
+  std::vector<std::string> lines;
+  for (int rep = 0; rep < 3; ++rep) {
+    std::string line;
+    for (uint32_t cp = 0x4E00; cp < 0x4E00 + 400; ++cp) {  // CJK ideographs, 3 UTF-8 bytes
+      line += static_cast<char>(0xE0 | (cp >> 12));
+      line += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      line += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+    lines.push_back(line);
+  }
+  auto model = TrainTokenizer(lines, {300, 1});
+  REQUIRE_FALSE(model.ok());
+  INFO(model.status().ToString());
+  CHECK(absl::IsInvalidArgument(model.status()));
+  CHECK(std::string(model.status().message()).find("use --vocab-size ") != std::string::npos);
+  CHECK(std::string(model.status().message()).find("character_coverage") == std::string::npos);
+}
+
 TEST_CASE("model file loads from disk -- a bad file is a clear error") {
   testing::TempDir tmp;
   auto lines = testing::VietnameseLines(100);

@@ -273,7 +273,7 @@ TEST_CASE("bad configurations are refused with a message naming the problem") {
   CHECK(error_of(bad).find("--resume needs --ckpt-dir") != std::string::npos);
 }
 
-TEST_CASE("failed checkpoint writes do not stop training; only the final one is an error") {
+TEST_CASE("failed checkpoint writes do not stop training -- only the final one is an error") {
   rt::train::testing::UseOneThread();
   TempDir dir;
   REQUIRE(WriteMarkovData(dir / "data", 64, 4000, 500).empty());
