@@ -2,9 +2,12 @@
 #include "data/tokenizer_trainer.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "data/spm_bridge.h"
 #include "data/tokenizer.h"
 
@@ -13,6 +16,8 @@ namespace {
 
 constexpr int kMetaPieces = 3 + 256;  // unk, eot, "\n", byte pieces
 constexpr int kMinMerges = 40;
+// SentencePiece's message when the characters to cover do not fit ("... 300 vs 311.").
+constexpr char kTooSmall[] = "Vocabulary size is smaller than required_chars.";
 
 // SentencePiece refuses a vocabulary smaller than the pieces needed for the characters
 // it must cover. For small vocabularies (tests), lower the coverage so that the most
@@ -94,7 +99,21 @@ absl::StatusOr<std::string> TrainTokenizer(const std::vector<std::string>& lines
   };
   std::string model;
   std::string err = SpmTrain(spec, feed, &model);
-  if (!err.empty()) return absl::InternalError("SentencePiece training failed: " + err);
+  if (!err.empty()) {
+    // The one failure a user causes: more distinct characters than the vocabulary can
+    // hold even at the lowest coverage. SentencePiece's own words name its options.
+    int asked = 0, needed = 0;
+    const size_t at = err.find(kTooSmall);
+    if (at != std::string::npos &&
+        std::sscanf(err.c_str() + at + std::strlen(kTooSmall), " %d vs %d", &asked, &needed) == 2) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "a vocabulary of %d pieces is too small for this text: its characters (at 98%% "
+          "coverage, the rest as bytes) and the special pieces need %d; use --vocab-size %d or "
+          "more",
+          options.vocab_size, needed, needed + kMinMerges));
+    }
+    return absl::InternalError("SentencePiece training failed: " + err);
+  }
   return model;
 }
 
