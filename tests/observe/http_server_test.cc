@@ -56,7 +56,7 @@ TEST_CASE("listen addresses: a bare port is loopback, others must be numeric") {
   }
 }
 
-TEST_CASE("GET and HEAD are answered; other methods, versions and paths are refused") {
+TEST_CASE("GET and HEAD are answered -- other methods, versions and paths are refused") {
   auto s = StartEcho();
   const std::string ok = Get(s->port(), "/hello?x=1");
   CHECK(StatusIs(ok, 200));

@@ -129,7 +129,7 @@ TEST_CASE("other peers' reports show in the snapshot and their events merge") {
   b.SetClusterSource(nullptr);
 }
 
-TEST_CASE("the leader appends events to --events; a member does not") {
+TEST_CASE("the leader appends events to --events -- a member does not") {
   rt::testing::TempDir tmp;
   BoardOptions o;
   o.self = "a:1";
