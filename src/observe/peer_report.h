@@ -72,7 +72,8 @@ struct ClusterEvent {
   int64_t unix_ms = 0;
   std::string origin;  // the peer that recorded it
   uint32_t seq = 0;    // per origin, from 1, in the order recorded
-  std::string kind;    // view_change, pause, excluded, leave, warning, checkpoint, ...
+  std::string kind;    // view_change, pause, excluded, leave, peer_left, config_mismatch,
+                       // warning, checkpoint, ...
   uint64_t epoch = 0;
   int64_t step = -1;
   std::string message;  // one line for people

@@ -241,6 +241,14 @@ void StatusBoard::OnDecision(const cluster::Decision& d) {
       e.kind = "warning";
       e.message = d.reason;
       break;
+    case cluster::Decision::kPeerLeft:  // a clean leave: finished, stopped or removed
+      e.kind = "peer_left";
+      e.message = absl::StrCat("peer ", d.peer, " left: ", d.reason);
+      break;
+    case cluster::Decision::kConfigMismatch:
+      e.kind = "config_mismatch";
+      e.message = absl::StrCat("leaving: ", d.reason);
+      break;
   }
   Record(std::move(e));
 }

@@ -13,7 +13,7 @@ TEST_CASE("JsonQuote escapes control characters and replaces invalid UTF-8") {
   CHECK(JsonQuote(std::string("\x01", 1)) == "\"\\u0001\"");
   CHECK(JsonQuote("Xin chào") == "\"Xin chào\"");
   CHECK(JsonQuote("\xff") == "\"\xEF\xBF\xBD\"");
-  for (const std::string s :
+  for (const std::string& s :
        {std::string("\xc3"), std::string("a\xe2\x82"), std::string("\xed\xa0\x80")}) {
     auto v = ParseJson(JsonQuote(s));
     REQUIRE_MESSAGE(v.ok(), v.status().ToString());
