@@ -7,9 +7,12 @@
 // Ring order: the hosts-file order, unless --reorder: then all links are probed
 // first and the ring is re-formed in the computed order (collective::ProbeAndReorder,
 // as `train` does). --compress auto probes too (keeping the hosts-file order without
-// --reorder), calibrates the codecs, and per size plans the fastest predicted codec
-// for one bucket of that size (codec_planner.h with budget 0; the plan's lines are
-// logged and the chosen codec is printed as codec_used).
+// --reorder), calibrates the codecs (on min(size, 16M) floats), and per size times
+// the 3 codecs the model predicts fastest for one bucket of that size on the real
+// buffer (two exchanges each, the second counted, slowest peer), then plans the
+// fastest with those times (codec_planner.h with budget 0 and measured_s; the trials
+// and the plan are logged, the chosen codec is printed as codec_used). The trials
+// are not part of the timed iterations, as a run of many steps amortises them.
 //
 // Timing: a barrier precedes every iteration; each peer times its own allreduce;
 // per iteration the MAX over peers is taken (all peers print the same seconds).
@@ -85,6 +88,7 @@ using collective::CodecKind;
 using collective::CodecSpec;
 
 constexpr absl::Duration kTimeout = absl::Seconds(300);  // per receive / send wait
+constexpr size_t kAutoTrials = 3;  // auto: candidates timed on the real buffer
 
 // CPU seconds used so far by this process (all threads: ours and the transport's).
 double ProcessCpuSeconds() {
@@ -240,6 +244,27 @@ absl::StatusOr<SizeResult> BenchOneSize(net::RingTransport* ring, size_t n, cons
   return result;
 }
 
+// auto's trial of one candidate codec: the slowest peer's time of a real exchange of
+// n floats (the second of two, so allocations and first touches are not counted).
+absl::StatusOr<double> TrialSeconds(net::RingTransport* ring, size_t n, const CodecSpec& spec,
+                                    BenchValues values) {
+  AlignedBuffer<float> data(n);
+  collective::BucketExchange exchange(n, {});
+  collective::AllreduceOptions options;
+  options.timeout = kTimeout;
+  double seconds = 0;
+  for (int it = 0; it < 2; ++it) {
+    FillBenchValues(values, data.span(), ring->rank(), it);
+    RETURN_IF_ERROR(Barrier(ring));
+    collective::ExchangeStats stats;
+    Stopwatch watch;
+    RETURN_IF_ERROR(exchange.Run(ring, data.span(), spec, 1000000, 0, options, &stats));
+    seconds = watch.ElapsedSeconds();
+  }
+  ASSIGN_OR_RETURN(std::vector<double> slowest, MaxOverPeers(ring, {seconds}));
+  return slowest[0];
+}
+
 absl::StatusOr<std::vector<size_t>> ParseSizes(const std::string& text) {
   std::vector<size_t> sizes;
   for (absl::string_view part : absl::StrSplit(text, ',')) {
@@ -313,10 +338,18 @@ absl::Status Run() {
   }
   std::optional<collective::CodecSpeeds> speeds;
   if (auto_codec && ring->size() > 1) {
-    collective::CalibrationOptions co;
+    collective::CalibrationOptions co;  // at the real size (one bucket per size), capped
+    co.floats =
+        std::min(*std::max_element(sizes.begin(), sizes.end()), collective::kMaxCalibrationFloats);
     co.zstd_level = zstd_level > 0 ? zstd_level : 1;
-    ASSIGN_OR_RETURN(
-        speeds, collective::AgreeCodecSpeeds(*ring, collective::CalibrateCodecs(co), kTimeout));
+    Stopwatch watch;
+    const collective::CodecSpeeds mine = collective::CalibrateCodecs(co);
+    LogInfo("codec calibration: %.2f s on %.1fM floats", watch.ElapsedSeconds(), co.floats / 1e6);
+    ASSIGN_OR_RETURN(speeds, collective::AgreeCodecSpeeds(*ring, mine, kTimeout));
+    for (const collective::DensityProfile& p : speeds->profiles) {
+      LogInfo("agreed codec speeds: top-k %g: select %.2f GB/s, %.2f bytes/entry (zstd %.2f)",
+              p.density, p.select_bps / 1e9, p.raw_bytes_per_entry, p.zstd_bytes_per_entry);
+    }
   }
   const int peers = ring->size(), rank = ring->rank();
 
@@ -339,8 +372,18 @@ absl::Status Run() {
       in.rtt_s = links.max_rtt_s;
       in.budget_s = 0;  // the fastest predicted exchange
       in.speeds = *speeds;
-      ASSIGN_OR_RETURN(collective::CodecPlan plan,
-                       collective::PlanCodecs(in, collective::PlannerOptions()));
+      // The model's three fastest candidates are timed on the real buffer (the
+      // planner's choice must hold where CPU, not the link, decides), then planned
+      // again with those times (codec_planner.h "Measured times").
+      const collective::PlannerOptions po;
+      in.measured_s.assign(1, {});
+      for (const CodecSpec& c : collective::FastestCandidates(in, po, 0, kAutoTrials)) {
+        ASSIGN_OR_RETURN(const double s, TrialSeconds(ring.get(), n, c, values));
+        LogInfo("size %d: auto trial: %s %.3f s (predicted %.3f s)", n, c.ToString(), s,
+                collective::PredictBucketSeconds(in.buckets[0], c, in));
+        in.measured_s[0][c.ToString()] = s;
+      }
+      ASSIGN_OR_RETURN(collective::CodecPlan plan, collective::PlanCodecs(in, po));
       for (const std::string& line : collective::DescribePlan(plan)) {
         LogInfo("size %d: %s", n, line);
       }

@@ -3,6 +3,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/flags/flag.h"
@@ -66,14 +67,22 @@ ABSL_FLAG(double, comm_budget, 0,
 // which AdamW measures the second moment that preconditioned top-k freezes (optim/adamw.h),
 // then N steps of geometrically falling density. Measured on the 3-peer learning curves
 // (tools/learning-curves, 300 steps, top-k 1%, gap to dense at the end): N = 0 (top-k from
-// the first step, residuals straight into AdamW) +7.3%, N = 50 +2.5%, N = 75 +1.5%. A
-// longer warm-up costs more dense exchanges and freezes v later; see README.
-ABSL_FLAG(int, topk_warmup, 75,
+// the first step, residuals straight into AdamW) +7.3%, N = 50 +2.5%, N = 75 +1.5%.
+// Over 3,000 steps (issue 18, small series, top-k 0.1%) a fixed N = 75 ended far above
+// dense while N = 300, a tenth of the run, stayed close (README "Learning with
+// compression"): v frozen at step 75 no longer fits the gradients of a long run and the
+// residuals of a short ramp come out in bursts. Hence the default: a tenth of --steps,
+// at least 75 (which keeps the short runs' measured figures). A longer warm-up costs
+// more dense exchanges; see README.
+ABSL_FLAG(int, topk_warmup, -1,
           "Top-k warm-up: N dense steps (AdamW's second moment is then frozen and each peer "
           "preconditions its gradient before top-k), then N steps of density falling to "
-          "--compress topk:D (0 = top-k from the first step, no preconditioning); with "
-          "--compress auto: no top-k in the first N steps, the same ramp after them, and "
-          "every bucket preconditioned from step N on");
+          "--compress topk:D (0 = top-k from the first step, no preconditioning; -1 = a "
+          "tenth of --steps, at least 75); with --compress auto: no top-k in the first N "
+          "steps, the same ramp after them, and every bucket preconditioned from step N on");
+
+// --topk-warmup's default: a tenth of the run, at least 75 steps.
+constexpr int kMinDefaultTopKWarmup = 75;
 
 namespace rt::cli {
 
@@ -95,11 +104,15 @@ absl::StatusOr<std::string> ApplyCommFlags(train::RingReducerOptions* options) {
   const int zstd_level = absl::GetFlag(FLAGS_zstd_level);
   const int probe_every = absl::GetFlag(FLAGS_probe_every);
   const double comm_budget = absl::GetFlag(FLAGS_comm_budget);
-  const int topk_warmup = absl::GetFlag(FLAGS_topk_warmup);
-  if (topk_warmup < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("--topk-warmup must be >= 0 steps, got %d", topk_warmup));
+  const int topk_warmup_flag = absl::GetFlag(FLAGS_topk_warmup);
+  if (topk_warmup_flag < -1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--topk-warmup must be >= 0 steps, or -1 (a tenth of --steps, at least 75), got %d",
+        topk_warmup_flag));
   }
+  const int topk_warmup = topk_warmup_flag >= 0
+                              ? topk_warmup_flag
+                              : std::max(kMinDefaultTopKWarmup, absl::GetFlag(FLAGS_steps) / 10);
   options->buckets.topk_warmup_steps = topk_warmup;
   if (probe_every < -1) {
     return absl::InvalidArgumentError(

@@ -71,7 +71,7 @@ std::vector<std::string> CommFlagNames();  // probe_every comm_budget topk_warmu
 // fingerprint (every peer must run the same), e.g.
 // "auto zstd=1 probe_every=0 comm_budget=0 topk_warmup=0". Errors name the flag.
 // --probe-every: N > 0 every N steps, 0 = at the first step when auto or >= 3 peers,
-// -1 = never (refused with auto).
+// -1 = never (refused with auto). --topk-warmup -1 (the default) = max(75, --steps / 10).
 absl::StatusOr<std::string> ApplyCommFlags(train::RingReducerOptions* options);
 
 // The ring flags (--hosts --self --rank --secret-file --wait) as a RingSetup for

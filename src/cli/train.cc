@@ -209,6 +209,14 @@ absl::StatusOr<std::unique_ptr<train::ElasticReducer>> JoinTrainCluster(
   std::sort(ring_options.buckets.dense_ranges.begin(), ring_options.buckets.dense_ranges.end(),
             [](const auto& a, const auto& b) { return a.begin < b.begin; });
   ring_options.check_every = check_every;
+  // A receive on the ring gives up no sooner than the membership would declare the
+  // sender dead: with a long --peer-timeout (peers that may be paused for minutes: a
+  // VM migrating, a frozen cgroup) a paused ring resumes instead of failing its step
+  // on every peer at once and then waiting a whole peer timeout for a new view.
+  const absl::Duration ring_wait = std::max(absl::Seconds(120), absl::Seconds(2 * peer_timeout_s));
+  ring_options.timeout = ring_wait;
+  ring_options.buckets.allreduce.timeout = ring_wait;
+  ring_options.comm.probe.probe.timeout = std::max(absl::Seconds(30), ring_wait / 2);
   // Residuals, calibration and measurements outlive each view's reducer.
   ring_options.carried = std::make_shared<train::CarriedCommState>();
 
@@ -231,6 +239,7 @@ absl::StatusOr<std::unique_ptr<train::ElasticReducer>> JoinTrainCluster(
   e.precondition_from = ring_options.buckets.precondition_from;
   // A transfer partner that died is noticed by the membership within peer_timeout.
   e.transfer.connect_timeout = absl::Seconds(std::max(2.0, 2 * peer_timeout_s));
+  e.transfer.idle_timeout = std::max(e.transfer.idle_timeout, absl::Seconds(2 * peer_timeout_s));
   // A reducer per view; its probe and re-form channels are salted with the view's
   // ring channel, so views never share a link.
   e.make_reducer = [ring_options](std::unique_ptr<net::TcpRing> ring, const cluster::View& view)

@@ -19,16 +19,17 @@
 namespace rt::collective {
 namespace {
 
-// Best wall time (s) of `repeats` runs of fn; `reset` runs untimed before each.
-double BestOf(int repeats, const std::function<void()>& reset, const std::function<void()>& fn) {
-  double best = 1e30;
+// Median wall time (s) of `repeats` runs of fn; `reset` runs untimed before each.
+double MedianOf(int repeats, const std::function<void()>& reset, const std::function<void()>& fn) {
+  std::vector<double> times;
   for (int i = 0; i < std::max(1, repeats); ++i) {
     if (reset) reset();
     Stopwatch watch;
     fn();
-    best = std::min(best, watch.ElapsedSeconds());
+    times.push_back(watch.ElapsedSeconds());
   }
-  return std::max(best, 1e-9);
+  std::sort(times.begin(), times.end());
+  return std::max(times[times.size() / 2], 1e-9);
 }
 
 // Gradient-like values: Gaussian with a per-block scale spanning 3 decades, as
@@ -79,10 +80,10 @@ CodecSpeeds CalibrateCodecs(const CalibrationOptions& o) {
   const double bytes = 4.0 * static_cast<double>(n);
 
   std::vector<bf16_t> q(n);
-  s.bf16_bps = bytes / BestOf(o.repeats, nullptr, [&] {
+  s.bf16_bps = bytes / MedianOf(o.repeats, nullptr, [&] {
                  RoundToBf16WithFeedback(grads.data(), q.data(), residual.data(), n);
                });
-  s.add_bps = bytes / BestOf(o.repeats, nullptr, [&] {
+  s.add_bps = bytes / MedianOf(o.repeats, nullptr, [&] {
                 for (size_t i = 0; i < n; ++i) bucket[i] += other[i];
               });
 
@@ -93,13 +94,13 @@ CodecSpeeds CalibrateCodecs(const CalibrationOptions& o) {
   for (double d : o.densities) {
     const size_t k = TopKCount(n, d);
     auto zero_residual = [&] { std::memset(residual.data(), 0, n * sizeof(float)); };
-    const double select_d = bytes / BestOf(o.repeats, zero_residual, [&] {
+    const double select_d = bytes / MedianOf(o.repeats, zero_residual, [&] {
                               SelectTopKWithFeedback(grads.span(), residual.span(), k, {}, &sv);
                             });
     select_bps = std::min(select_bps, select_d);
     const double e = static_cast<double>(sv.indices.size());
     const double t_raw =
-        BestOf(o.repeats, nullptr, [&] { EncodeSparse(sv, static_cast<uint32_t>(n), 0, &raw); });
+        MedianOf(o.repeats, nullptr, [&] { EncodeSparse(sv, static_cast<uint32_t>(n), 0, &raw); });
     encode_eps = std::min(encode_eps, e / t_raw);
     auto decode_and_add = [&](const std::vector<uint8_t>& msg) {
       (void)DecodeSparse(msg, static_cast<uint32_t>(n), &decoded);
@@ -107,7 +108,7 @@ CodecSpeeds CalibrateCodecs(const CalibrationOptions& o) {
         bucket[decoded.indices[j]] += Bf16ToFloat(decoded.values[j]);
       }
     };
-    const double t_dec = BestOf(o.repeats, nullptr, [&] { decode_and_add(raw); });
+    const double t_dec = MedianOf(o.repeats, nullptr, [&] { decode_and_add(raw); });
     decode_eps = std::min(decode_eps, e / t_dec);
     DensityProfile p;
     p.density = d;
@@ -115,10 +116,10 @@ CodecSpeeds CalibrateCodecs(const CalibrationOptions& o) {
     p.raw_bytes_per_entry = static_cast<double>(raw.size()) / std::max(1.0, e);
     p.zstd_bytes_per_entry = p.raw_bytes_per_entry;
     if (o.zstd_level > 0) {
-      const double t_z = BestOf(o.repeats, nullptr, [&] {
+      const double t_z = MedianOf(o.repeats, nullptr, [&] {
         EncodeSparse(sv, static_cast<uint32_t>(n), o.zstd_level, &packed);
       });
-      const double t_zdec = BestOf(o.repeats, nullptr, [&] { decode_and_add(packed); });
+      const double t_zdec = MedianOf(o.repeats, nullptr, [&] { decode_and_add(packed); });
       p.zstd_bytes_per_entry = static_cast<double>(packed.size()) / std::max(1.0, e);
       zc_bps = std::min(zc_bps, static_cast<double>(raw.size()) / std::max(1e-9, t_z - t_raw));
       zd_bps = std::min(zd_bps, static_cast<double>(raw.size()) / std::max(1e-9, t_zdec - t_dec));

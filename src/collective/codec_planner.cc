@@ -42,12 +42,12 @@ std::vector<CodecSpec> Ladder(const PlannerInputs& in, const PlannerOptions& o) 
   return ladder;
 }
 
-// Top-k with or without zstd, whichever is predicted faster (ties: without).
-CodecSpec BestZstd(const PlanBucket& b, CodecSpec spec, const PlannerInputs& in) {
+// Top-k with or without zstd, whichever is faster, measured or predicted (ties: without).
+CodecSpec BestZstd(size_t b, CodecSpec spec, const PlannerInputs& in) {
   if (spec.kind != CodecKind::kTopK || in.speeds.zstd_level <= 0) return spec;
   CodecSpec with = spec;
   with.zstd_level = in.speeds.zstd_level;
-  return PredictBucketSeconds(b, with, in) < PredictBucketSeconds(b, spec, in) ? with : spec;
+  return BucketSeconds(b, with, in) < BucketSeconds(b, spec, in) ? with : spec;
 }
 
 bool Changed(double before, double now, double tolerance) {
@@ -97,6 +97,29 @@ double PredictBucketSeconds(const PlanBucket& b, const CodecSpec& spec, const Pl
   return 0.0;
 }
 
+double BucketSeconds(size_t b, const CodecSpec& spec, const PlannerInputs& in) {
+  if (b < in.measured_s.size()) {
+    auto it = in.measured_s[b].find(spec.ToString());
+    if (it != in.measured_s[b].end()) return it->second;
+  }
+  return PredictBucketSeconds(in.buckets[b], spec, in);
+}
+
+std::vector<CodecSpec> FastestCandidates(const PlannerInputs& in, const PlannerOptions& o, size_t b,
+                                         size_t count) {
+  std::vector<std::pair<double, CodecSpec>> all;
+  if (b >= in.buckets.size()) return {};
+  for (const CodecSpec& rung : Ladder(in, o)) {
+    const CodecSpec spec = BestZstd(b, rung, in);
+    all.emplace_back(PredictBucketSeconds(in.buckets[b], spec, in), spec);
+  }
+  std::stable_sort(all.begin(), all.end(),
+                   [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::vector<CodecSpec> out;
+  for (size_t i = 0; i < all.size() && out.size() < count; ++i) out.push_back(all[i].second);
+  return out;
+}
+
 absl::StatusOr<CodecPlan> PlanCodecs(const PlannerInputs& in, const PlannerOptions& o) {
   const CodecSpeeds& s = in.speeds;
   auto bad = [](double v) { return !std::isfinite(v) || v <= 0; };
@@ -119,6 +142,16 @@ absl::StatusOr<CodecPlan> PlanCodecs(const PlannerInputs& in, const PlannerOptio
       return absl::InvalidArgumentError("codec planner: bad density profile");
     }
   }
+  if (!in.measured_s.empty() && in.measured_s.size() != in.buckets.size()) {
+    return absl::InvalidArgumentError("codec planner: measured times for another bucket count");
+  }
+  for (const auto& m : in.measured_s) {
+    for (const auto& [spec, seconds] : m) {
+      if (!std::isfinite(seconds) || seconds < 0) {
+        return absl::InvalidArgumentError("codec planner: bad measured time of " + spec);
+      }
+    }
+  }
   if (o.allow_topk && o.densities.empty()) {
     return absl::InvalidArgumentError("codec planner: empty top-k density ladder");
   }
@@ -137,8 +170,8 @@ absl::StatusOr<CodecPlan> PlanCodecs(const PlannerInputs& in, const PlannerOptio
   std::vector<std::vector<double>> times(nb);
   for (size_t b = 0; b < nb; ++b) {
     for (const CodecSpec& rung : ladder) {
-      specs[b].push_back(BestZstd(in.buckets[b], rung, in));
-      times[b].push_back(PredictBucketSeconds(in.buckets[b], specs[b].back(), in));
+      specs[b].push_back(BestZstd(b, rung, in));
+      times[b].push_back(BucketSeconds(b, specs[b].back(), in));
     }
   }
   std::vector<size_t> at(nb, 0);
@@ -211,7 +244,7 @@ absl::StatusOr<CodecPlan> Replan(const CodecPlan& previous, const PlannerInputs&
   CodecPlan kept = previous;
   kept.predicted_s = 0;
   for (size_t i = 0; i < kept.buckets.size(); ++i) {
-    kept.buckets[i].predicted_s = PredictBucketSeconds(in.buckets[i], kept.buckets[i].spec, in);
+    kept.buckets[i].predicted_s = BucketSeconds(i, kept.buckets[i].spec, in);
     kept.buckets[i].predicted_none_s = PredictBucketSeconds(in.buckets[i], CodecSpec{}, in);
     kept.predicted_s += kept.buckets[i].predicted_s;
   }

@@ -26,6 +26,13 @@
 // Sparse cost grows with N*D while the dense cost stays ~2 * 4n / B: the planner picks
 // dense where sparse would cost more.
 //
+// Measured times override the model: inputs.measured_s[b] maps a spec (ToString())
+// to the seconds a real exchange of bucket b took with it (on this ring, as a caller
+// timed and agreed it). On CPU-bound links (4 peers on 2 cores, unshaped veths) the
+// model's terms interact in ways it does not capture (selection, the kernel's socket
+// copies and the reduce all share the same cores), so callers time the fastest
+// predicted candidates (FastestCandidates) on the real buffers and plan again.
+//
 // Determinism: a pure function of its inputs. Peers must feed it identical inputs
 // (the shared link matrix and AgreeCodecSpeeds), then every peer gets the same plan.
 // Hysteresis: Replan keeps the previous plan unless an input changed by more than
@@ -33,6 +40,7 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -73,7 +81,9 @@ struct PlannerInputs {
   double bandwidth_bps = 0;  // ring bottleneck, bytes/s
   double rtt_s = 0;          // largest RTT along the ring
   double budget_s = 0;       // time communication may take per step (hidden)
-  bool measured = true;      // false: budget_s is not known yet (plan none everywhere)
+  // Per bucket (empty, or one map per bucket): measured seconds by spec.ToString().
+  std::vector<std::map<std::string, double>> measured_s;
+  bool measured = true;  // false: budget_s is not known yet (plan none everywhere)
   CodecSpeeds speeds;
 };
 
@@ -97,9 +107,17 @@ struct CodecPlan {
   PlannerInputs inputs;    // what it was made from (for Replan)
 };
 
-// Predicted exchange time (s) of one bucket with `spec`.
+// Predicted exchange time (s) of one bucket with `spec` (the model only).
 double PredictBucketSeconds(const PlanBucket& bucket, const CodecSpec& spec,
                             const PlannerInputs& in);
+// The measured time of bucket b with `spec` if inputs.measured_s has one, else the
+// model's prediction.
+double BucketSeconds(size_t b, const CodecSpec& spec, const PlannerInputs& in);
+
+// The `count` rungs of the ladder (each with its faster zstd choice) predicted
+// fastest for bucket b, fastest first: what a caller should time for measured_s.
+std::vector<CodecSpec> FastestCandidates(const PlannerInputs& inputs, const PlannerOptions& options,
+                                         size_t b, size_t count);
 
 // Validates inputs (N >= 1, positive bandwidth when N > 1, finite values, a
 // non-empty descending density ladder in (0, 1]) and plans.

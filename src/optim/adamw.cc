@@ -135,7 +135,7 @@ void AdamW::Precondition(absl::Span<float> grads, size_t offset, int64_t frozen_
   }
 }
 
-void AdamW::StepPreconditioned(absl::Span<float> params, absl::Span<const float> grads, float lr,
+void AdamW::StepPreconditioned(absl::Span<float> params, absl::Span<float> grads, float lr,
                                int64_t t, int64_t frozen_t,
                                const std::vector<FloatRange>& dense_sums) {
   bool ranges_ok = true;
@@ -155,7 +155,7 @@ void AdamW::StepPreconditioned(absl::Span<float> params, absl::Span<const float>
   // The first preconditioned step carries the dense steps' momentum over into the new
   // units (m / d, the same division the gradients get).
   if (t == frozen_t + 1) Precondition(m_.span(), 0, frozen_t);
-  if (!dense_sums.empty()) UpdateFrozenV(grads, frozen_t, dense_sums);
+  if (!dense_sums.empty()) LearnDenseV(grads, frozen_t, dense_sums);
   const double bc1 = 1.0 - std::pow(static_cast<double>(config_.beta1), static_cast<double>(t));
   const float step_size = static_cast<float>(lr / bc1);
   const float decay_factor = 1.0f - lr * config_.weight_decay;
@@ -178,8 +178,8 @@ void AdamW::StepPreconditioned(absl::Span<float> params, absl::Span<const float>
   }
 }
 
-void AdamW::UpdateFrozenV(absl::Span<const float> grads, int64_t frozen_t,
-                          const std::vector<FloatRange>& ranges) {
+void AdamW::LearnDenseV(absl::Span<float> grads, int64_t frozen_t,
+                        const std::vector<FloatRange>& ranges) {
   const double bc2 =
       1.0 - std::pow(static_cast<double>(config_.beta2), static_cast<double>(frozen_t));
   const float inv_bc2 = static_cast<float>(1.0 / bc2), bc2f = static_cast<float>(bc2);
@@ -202,9 +202,10 @@ void AdamW::UpdateFrozenV(absl::Span<const float> grads, int64_t frozen_t,
     for (size_t i = r.first; i < r.second; ++i) {
       const size_t block = i - i % kPreconditionBlock;
       while (floors[f].first != block) ++f;
-      const float d = std::max(std::sqrt(v[i] * inv_bc2), floors[f].second) + config_.eps;
-      const float g = grads[i] * d;
-      v[i] = b2 * v[i] + one_minus_b2 * bc2f * g * g;
+      const float floor = floors[f].second;
+      const float raw = grads[i] * (std::max(std::sqrt(v[i] * inv_bc2), floor) + config_.eps);
+      v[i] = b2 * v[i] + one_minus_b2 * bc2f * raw * raw;
+      grads[i] = raw / (std::max(std::sqrt(v[i] * inv_bc2), floor) + config_.eps);
     }
   }
 }

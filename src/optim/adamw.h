@@ -78,14 +78,17 @@ class AdamW {
   // v stays frozen, except inside `dense_sums`: ranges whose sum of this step covers
   // every coordinate (exchanged dense or bf16, not top-k: an exact gradient, not a
   // sparse, delayed one), where v goes on learning from the gradient the peers
-  // summed, g_i * d_i (d_i from v before this update):
-  //   v_i = b2 v_i + (1-b2) * (1-b2^frozen_t) * (g_i d_i)^2
+  // summed, r_i = g_i * d_i (d_i from v before this update), and, as in Adam, this
+  // step's gradient is divided by the denominator that includes it:
+  //   v_i = b2 v_i + (1-b2) * (1-b2^frozen_t) * r_i^2;  g_i = r_i / d_i(new v)
   // (v keeps the scale of the dense steps' biased estimate, so d_i's formula and the
-  // frozen coordinates do not change). Ranges: sorted, disjoint, within the span.
+  // frozen coordinates do not change; |g_i| <= 1 / sqrt(1-b2) however large r_i is,
+  // the self-normalisation that keeps Adam stable through a gradient spike, which a
+  // denominator from the previous step's v does not give). grads is rewritten there.
+  // Ranges: sorted, disjoint, within the span.
   // No clipping: a global norm of preconditioned values has no fixed scale.
-  void StepPreconditioned(absl::Span<float> params, absl::Span<const float> grads, float lr,
-                          int64_t t, int64_t frozen_t,
-                          const std::vector<FloatRange>& dense_sums = {});
+  void StepPreconditioned(absl::Span<float> params, absl::Span<float> grads, float lr, int64_t t,
+                          int64_t frozen_t, const std::vector<FloatRange>& dense_sums = {});
 
   // Moments, same layout as the params span (for checkpoints: read or overwrite).
   absl::Span<float> m() { return m_.span(); }
@@ -101,9 +104,9 @@ class AdamW {
  private:
   // kPreconditionFloor * rms of v / (1-b2^frozen_t) over the block starting at `block`.
   float BlockFloor(size_t block, float inv_bc2) const;
-  // StepPreconditioned's update of v inside `ranges` (see there).
-  void UpdateFrozenV(absl::Span<const float> grads, int64_t frozen_t,
-                     const std::vector<FloatRange>& ranges);
+  // StepPreconditioned's update of v inside `ranges`, and of those gradients (see there).
+  void LearnDenseV(absl::Span<float> grads, int64_t frozen_t,
+                   const std::vector<FloatRange>& ranges);
 
   // A contiguous run of the span with one decay setting, small enough to balance threads.
   struct Piece {

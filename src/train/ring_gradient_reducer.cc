@@ -196,6 +196,12 @@ absl::Status RingGradientReducer::PlanCodecs() {
     if (!mine) {
       collective::CalibrationOptions co = c.calibration;
       co.zstd_level = c.zstd_level;
+      if (co.floats == 0) {
+        for (const collective::BucketedReducer::Bucket& b : buckets()->buckets()) {
+          co.floats = std::max(co.floats, b.end - b.begin);
+        }
+        co.floats = std::min(co.floats, collective::kMaxCalibrationFloats);
+      }
       Stopwatch watch;
       mine = collective::CalibrateCodecs(co);
       LogInfo("codec calibration: %.2f s on %.1fM floats", watch.ElapsedSeconds(), co.floats / 1e6);
@@ -239,9 +245,16 @@ absl::Status RingGradientReducer::PlanCodecs() {
   RETURN_IF_ERROR(plan.status());
   plan_allows_topk_ = po.allow_topk;
   if (replanned) {
-    for (size_t b = 0; b < plan->buckets.size(); ++b) buckets()->SetCodec(b, plan->buckets[b].spec);
-    for (const std::string& line : collective::DescribePlan(*plan)) {
-      LogInfo("step %d: %s", step_ + 1, line);
+    // Logged when a bucket's codec changes (a re-plan that keeps them is not news).
+    bool changed = !plan_ || plan_->buckets.size() != plan->buckets.size();
+    for (size_t b = 0; b < plan->buckets.size(); ++b) {
+      buckets()->SetCodec(b, plan->buckets[b].spec);
+      changed = changed || !(plan_->buckets[b].spec == plan->buckets[b].spec);
+    }
+    if (changed) {
+      for (const std::string& line : collective::DescribePlan(*plan)) {
+        LogInfo("step %d: %s", step_ + 1, line);
+      }
     }
   }
   plan_ = *std::move(plan);

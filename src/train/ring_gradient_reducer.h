@@ -69,6 +69,12 @@
 
 namespace rt::train {
 
+inline collective::CalibrationOptions CalibrationAtBucketSize() {
+  collective::CalibrationOptions o;
+  o.floats = 0;
+  return o;
+}
+
 // Link probing, ring order and automatic codec choice (`--compress auto`,
 // `--probe-every`, `--comm-budget`; see the file comment). Equal on every peer.
 struct CommOptions {
@@ -90,9 +96,11 @@ struct CommOptions {
   // probed one; the same on every peer. For tests whose choice must not depend on
   // how fast loopback happens to be under load.
   double planning_bandwidth_bps = 0;
-  collective::ReorderOptions probe;            // probe timing, re-form wait, hysteresis
-  collective::CalibrationOptions calibration;  // zstd_level is set from zstd_level above
-  collective::PlannerOptions planner;          // density ladder, hysteresis
+  collective::ReorderOptions probe;  // probe timing, re-form wait, hysteresis
+  // zstd_level is set from zstd_level above; floats 0 (the default here) = the largest
+  // bucket's, capped at collective::kMaxCalibrationFloats (speeds depend on the size).
+  collective::CalibrationOptions calibration = CalibrationAtBucketSize();
+  collective::PlannerOptions planner;  // density ladder, hysteresis
 };
 
 // What one peer's gradient exchange keeps for the whole run, across the rings of

@@ -1,6 +1,7 @@
 // Codec planner and calibration: fast links stay uncompressed, 100 Mbit/s with a
 // 124M-parameter model goes top-k, sparse loses to dense as N grows, zstd only where
-// it pays, identical plans on every peer, hysteresis, input validation.
+// it pays, identical plans on every peer, hysteresis, measured times over predictions,
+// input validation.
 #include "collective/codec_planner.h"
 
 #include <doctest/doctest.h>
@@ -232,6 +233,43 @@ TEST_CASE("codec planner: same inputs give the same plan -- invalid inputs are r
   CHECK_FALSE(PlanCodecs(in, unsorted).ok());
   unsorted.densities = {};
   CHECK_FALSE(PlanCodecs(in, unsorted).ok());
+}
+
+TEST_CASE("codec planner: measured times override the model -- and are validated") {
+  auto in = Inputs(4, 12.5e6, 0);  // budget 0: the fastest codec
+  in.buckets = {PlanBucket{6'553'600, 0}, PlanBucket{6'553'600, 0}};
+  const PlannerOptions po;
+  const std::vector<CodecSpec> fastest = FastestCandidates(in, po, 0, 3);
+  REQUIRE(fastest.size() == 3);
+  for (size_t i = 1; i < fastest.size(); ++i) {
+    CHECK_FALSE(fastest[i] == fastest[i - 1]);
+    CHECK(PredictBucketSeconds(in.buckets[0], fastest[i - 1], in) <=
+          PredictBucketSeconds(in.buckets[0], fastest[i], in));
+  }
+  auto predicted = PlanCodecs(in, po);
+  REQUIRE(predicted.ok());
+  CHECK(predicted->buckets[0].spec == fastest[0]);
+  // Bucket 0's trials say the model's favourite is slow and its second is fastest;
+  // bucket 1 has no measurement and keeps the model's choice.
+  in.measured_s = {{{fastest[0].ToString(), 10.0}, {fastest[1].ToString(), 1e-3}}, {}};
+  CHECK(BucketSeconds(0, fastest[1], in) == 1e-3);
+  CHECK(BucketSeconds(0, fastest[2], in) == PredictBucketSeconds(in.buckets[0], fastest[2], in));
+  CHECK(BucketSeconds(1, fastest[0], in) == PredictBucketSeconds(in.buckets[1], fastest[0], in));
+  auto measured = PlanCodecs(in, po);
+  REQUIRE(measured.ok());
+  for (const auto& line : DescribePlan(*measured)) MESSAGE(line);
+  CHECK(measured->buckets[0].spec == fastest[1]);
+  CHECK(measured->buckets[0].predicted_s == 1e-3);
+  CHECK(measured->buckets[1].spec == fastest[0]);
+
+  auto bad = in;
+  bad.measured_s.pop_back();  // not one map per bucket
+  CHECK_FALSE(PlanCodecs(bad, po).ok());
+  bad = in;
+  bad.measured_s[0][fastest[2].ToString()] = std::nan("");
+  CHECK_FALSE(PlanCodecs(bad, po).ok());
+  bad.measured_s[0][fastest[2].ToString()] = -1;
+  CHECK_FALSE(PlanCodecs(bad, po).ok());
 }
 
 TEST_CASE("codec calibration: plausible figures -- peers agree on identical speeds and plans") {

@@ -78,7 +78,8 @@ TEST_CASE("preconditioned steps continue dense AdamW like a double-precision ref
       gd[i] /= d[i];
       max_rel = std::max(max_rel, std::fabs(g[i] - gd[i]) / std::max(std::fabs(gd[i]), 1e-30));
     }
-    opt.StepPreconditioned(absl::MakeSpan(p), g, static_cast<float>(lr), t, frozen_t);
+    opt.StepPreconditioned(absl::MakeSpan(p), absl::MakeSpan(g), static_cast<float>(lr), t,
+                           frozen_t);
     for (size_t i = 0; i < n; ++i) {
       if (i >= 10 && i < 5000) rp[i] -= lr * c.weight_decay * rp[i];
       rm[i] = c.beta1 * rm[i] + (1 - c.beta1) * gd[i];
@@ -120,7 +121,9 @@ TEST_CASE("Precondition gives the same bits whatever ranges the caller cuts") {
   CHECK(whole != g);
 }
 
-TEST_CASE("a preconditioned step goes on learning v where the sum was dense, nowhere else") {
+TEST_CASE(
+    "a preconditioned step goes on learning v where the sum was dense, nowhere else, and "
+    "divides those gradients by the denominator that includes them") {
   const size_t n = AdamW::kPreconditionBlock + 500;  // the dense range crosses a block edge
   AdamWConfig c;
   AdamW opt(c, n, {});
@@ -133,8 +136,11 @@ TEST_CASE("a preconditioned step goes on learning v where the sum was dense, now
   const std::vector<double> d = ReferenceDenominators(v0, c, frozen_t);
   const std::vector<FloatRange> dense = {{100, 200}, {AdamW::kPreconditionBlock - 50, n - 10}};
   std::vector<float> g = GaussianVector(n, 50, 1e-3f);
+  g[150] = 1e3f;  // a spike inside a dense range
   opt.Precondition(absl::MakeSpan(g), 0, frozen_t);
-  opt.StepPreconditioned(absl::MakeSpan(p), g, 1e-3f, frozen_t + 1, frozen_t, dense);
+  const std::vector<float> pre = g;
+  opt.StepPreconditioned(absl::MakeSpan(p), absl::MakeSpan(g), 1e-3f, frozen_t + 1, frozen_t,
+                         dense);
   const double bc2 = 1 - std::pow(static_cast<double>(c.beta2), static_cast<double>(frozen_t));
   auto in_dense = [&](size_t i) {
     for (const FloatRange& r : dense) {
@@ -142,20 +148,37 @@ TEST_CASE("a preconditioned step goes on learning v where the sum was dense, now
     }
     return false;
   };
-  double max_rel = 0;
+  // The floor of each block (from v before this step) stays that of the denominators.
+  std::vector<double> block_floor;
+  for (size_t b = 0; b < n; b += AdamW::kPreconditionBlock) {
+    const size_t e = std::min(n, b + AdamW::kPreconditionBlock);
+    double sum = 0;
+    for (size_t j = b; j < e; ++j) sum += v0[j] / bc2;
+    block_floor.push_back(AdamW::kPreconditionFloor * std::sqrt(sum / static_cast<double>(e - b)));
+  }
+  auto floor_at = [&](size_t i) { return block_floor[i / AdamW::kPreconditionBlock]; };
+  double max_rel = 0, max_g_rel = 0;
   size_t updated = 0;
   for (size_t i = 0; i < n; ++i) {
     if (!in_dense(i)) {
       REQUIRE(opt.v()[i] == static_cast<float>(v0[i]));  // frozen
+      REQUIRE(g[i] == pre[i]);                           // as summed
       continue;
     }
     // The peers' summed gradient is g * d; v keeps the biased scale of the dense steps.
-    const double raw = static_cast<double>(g[i]) * d[i];
+    const double raw = static_cast<double>(pre[i]) * d[i];
     const double want = c.beta2 * v0[i] + (1 - c.beta2) * bc2 * raw * raw;
     max_rel = std::max(max_rel, std::fabs(opt.v()[i] - want) / want);
+    // ... and the gradient is divided by the new denominator (same block floor).
+    const double d_new = std::max(std::sqrt(want / bc2), floor_at(i)) + c.eps;
+    max_g_rel = std::max(max_g_rel, std::fabs(g[i] - raw / d_new) / std::fabs(raw / d_new));
     ++updated;
   }
   CHECK(updated == 100 + (n - 10 - (AdamW::kPreconditionBlock - 50)));
-  MESSAGE("v learned on dense ranges: max relative error ", max_rel);
+  MESSAGE("v learned on dense ranges: max relative error ", max_rel, ", gradients ", max_g_rel);
   CHECK(max_rel < 1e-5);
+  CHECK(max_g_rel < 1e-5);
+  // The spike: Adam's self-normalisation bounds it by 1 / sqrt(1 - b2).
+  CHECK(pre[150] > 1e5f);
+  CHECK(std::fabs(g[150]) <= 1 / std::sqrt(1 - c.beta2) * 1.0001);
 }
