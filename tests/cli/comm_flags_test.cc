@@ -25,7 +25,7 @@ Applied Apply(const std::string& compress, int steps, int topk_warmup) {
   return a;
 }
 
-TEST_CASE("--topk-warmup: by default a tenth of --steps, at least 75; explicit values kept") {
+TEST_CASE("--topk-warmup: by default a tenth of --steps, at least 75, explicit values kept") {
   const std::string compress = absl::GetFlag(FLAGS_compress);
   const int steps = absl::GetFlag(FLAGS_steps), warmup = absl::GetFlag(FLAGS_topk_warmup);
   CHECK(warmup == -1);  // the default
