@@ -234,6 +234,9 @@ TEST_CASE(
     rings[1]->CancelRecvsInto();
     const auto m = Pattern(3000, 1);
     REQUIRE(rings[0]->SendToNext(m).ok());
+    // The send does not copy `m`: it must outlive the write, which can still be in
+    // sendmsg after the receiver has the bytes (TSan saw the block free it there).
+    REQUIRE(rings[0]->WaitSendsDone(absl::Seconds(30)).ok());
     std::vector<uint8_t> got;
     REQUIRE(rings[1]->RecvFromPrev(&got, absl::Seconds(30)).ok());
     CHECK(got == m);
