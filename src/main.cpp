@@ -17,6 +17,7 @@
 #include "absl/strings/str_replace.h"
 #include "cli/command_line.h"
 #include "cli/subcommand.h"
+#include "core/cpu_features.h"
 
 namespace {
 
@@ -99,6 +100,12 @@ int main(int argc, char** argv) {
   }
   if (sub == nullptr) {
     std::fprintf(stderr, "ringtrain: unknown command '%s' (try: ringtrain --help)\n", argv[1]);
+    return 2;
+  }
+
+  // A mistyped RINGTRAIN_ISA must not silently run the best path (core/cpu_features.h).
+  if (absl::StatusOr<rt::Isa> isa = rt::IsaCapFromEnv(); !isa.ok()) {
+    std::fprintf(stderr, "ringtrain: %s\n", std::string(isa.status().message()).c_str());
     return 2;
   }
 

@@ -20,6 +20,7 @@
 #include "core/log.h"
 #include "core/status_macros.h"
 #include "data/token_dataset.h"
+#include "model/onednn_isa.h"
 #include "model/param_layout.h"
 #include "net/handshake.h"
 #include "net/hosts_file.h"
@@ -352,7 +353,7 @@ int RunTrain(const std::vector<std::string>& positional) {
   }
 
   const int threads = ApplyThreadsFlag();
-  LogInfo("ringtrain train: %d threads", threads);
+  LogInfo("ringtrain train: %d threads, %s", threads, model::DescribeComputePaths());
   absl::Status status;
   std::unique_ptr<train::GradientReducer> reducer;
   // SIGTERM/SIGINT stop cleanly after the step in flight, with a checkpoint: alone

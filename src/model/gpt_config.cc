@@ -11,8 +11,9 @@ absl::StatusOr<Precision> ParsePrecision(absl::string_view s) {
   if (s == "fp32") return Precision::kFp32;
   if (s == "bf16") return Precision::kBf16;
   if (s == "auto") {
-    const CpuFeatures& f = GetCpuFeatures();
-    return (f.avx512_bf16 || f.amx_bf16) ? Precision::kBf16 : Precision::kFp32;
+    // Native bf16 only (AMX implies AVX512-BF16); RINGTRAIN_ISA below avx512bf16 means
+    // this peer should behave like a CPU without it, so fp32.
+    return ActiveIsa() >= Isa::kAvx512Bf16 ? Precision::kBf16 : Precision::kFp32;
   }
   return absl::InvalidArgumentError(
       absl::StrCat("unknown precision '", s, "' (expected fp32, bf16 or auto)"));

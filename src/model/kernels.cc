@@ -1,7 +1,7 @@
-// Vectorised kernels (see kernels.h). Each kernel has a row/element body written once
-// and compiled twice: inside an AVX-512 target function (chosen at run time) and as
-// the portable fallback. exp() is an explicit AVX-512 polynomial because GCC does not
-// vectorise expf without -ffast-math.
+// Vectorised kernels (see kernels.h): the AVX-512 path, the portable one, and the
+// dispatch to them and to the AVX2 path (kernels_avx2.cc) by ActiveIsa(). Layer norm
+// has a body written once (kernels_body.h) and compiled per target. exp() is an explicit AVX-512
+// polynomial because GCC does not vectorise expf without -ffast-math.
 #include "model/kernels.h"
 
 // GCC 12 reports false -Wmaybe-uninitialized inside immintrin.h when AVX-512 comes
@@ -19,22 +19,18 @@
 #include "core/bf16_convert.h"
 #include "core/cpu_features.h"
 #include "model/gpt_config.h"
+#include "model/kernels_avx2.h"
+#include "model/kernels_body.h"
 
 namespace rt::model {
 namespace {
 
+using namespace kernel_body;
+
 #define RT_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
-#define RT_INLINE inline __attribute__((always_inline))
 
-std::atomic<bool> g_force_portable{false};
-
-bool UseAvx512() {
-  static const bool has = GetCpuFeatures().avx512;
-  return has && !g_force_portable.load(std::memory_order_relaxed);
-}
-
-// Column chunk for reductions over rows: one cache line of floats per step.
-constexpr int64_t kColChunk = 64;
+bool UseAvx512() { return ActiveIsa() >= Isa::kAvx512; }
+bool UseAvx2() { return ActiveIsa() >= Isa::kAvx2; }
 
 // ---- AVX-512 math ----------------------------------------------------------------
 
@@ -59,42 +55,8 @@ RT_AVX512 RT_INLINE __mmask16 TailMask(int64_t left) {
   return left >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << left) - 1u);
 }
 
-constexpr float kGeluK = 0.7978845608028654f;  // sqrt(2/pi)
-constexpr float kGeluC = 0.044715f;
-
 // ---- layer norm --------------------------------------------------------------------
 
-// Normalises one row of C floats into `out`.
-RT_INLINE void LnRow(float* out, float* mean_out, float* rstd_out, const float* x, const float* w,
-                     const float* b, int64_t C) {
-  float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t i = 0; i < C; ++i) sum += x[i];
-  const float m = sum / static_cast<float>(C);
-  float var = 0.0f;
-#pragma omp simd reduction(+ : var)
-  for (int64_t i = 0; i < C; ++i) var += (x[i] - m) * (x[i] - m);
-  const float s = 1.0f / std::sqrt(var / static_cast<float>(C) + kLayerNormEpsilon);
-#pragma omp simd
-  for (int64_t i = 0; i < C; ++i) out[i] = (x[i] - m) * s * w[i] + b[i];
-  *mean_out = m;
-  *rstd_out = s;
-}
-
-RT_INLINE void LnForwardBody(float* out_f32, bf16_t* out_bf16, float* mean, float* rstd,
-                             const float* inp, const float* w, const float* b, int64_t N,
-                             int64_t C) {
-#pragma omp parallel
-  {
-    std::vector<float> row(out_f32 == nullptr ? C : 0);
-#pragma omp for schedule(static)
-    for (int64_t r = 0; r < N; ++r) {
-      float* o = out_f32 != nullptr ? out_f32 + r * C : row.data();
-      LnRow(o, mean + r, rstd + r, inp + r * C, w, b, C);
-      if (out_bf16 != nullptr) FloatToBf16N(o, out_bf16 + r * C, C);
-    }
-  }
-}
 RT_AVX512 void LnForwardAvx512(float* o, bf16_t* oh, float* m, float* s, const float* x,
                                const float* w, const float* b, int64_t N, int64_t C) {
   LnForwardBody(o, oh, m, s, x, w, b, N, C);
@@ -104,57 +66,6 @@ void LnForwardGeneric(float* o, bf16_t* oh, float* m, float* s, const float* x, 
   LnForwardBody(o, oh, m, s, x, w, b, N, C);
 }
 
-RT_INLINE void LnBackwardBody(float* dinp, float* dw, float* db, const float* dout,
-                              const float* inp, const float* w, const float* mean,
-                              const float* rstd, int64_t N, int64_t C) {
-  const int64_t chunks = (C + kColChunk - 1) / kColChunk;
-  // One parallel region, two loops: fewer thread wake-ups on a busy host.
-#pragma omp parallel
-  {
-    // dinp: parallel over rows (each row independent).
-#pragma omp for schedule(static) nowait
-    for (int64_t r = 0; r < N; ++r) {
-      const float* x = inp + r * C;
-      const float* g = dout + r * C;
-      float* d = dinp + r * C;
-      const float m = mean[r], s = rstd[r];
-      float sum_dn = 0.0f, sum_dnx = 0.0f;
-#pragma omp simd reduction(+ : sum_dn, sum_dnx)
-      for (int64_t i = 0; i < C; ++i) {
-        const float dn = g[i] * w[i];
-        sum_dn += dn;
-        sum_dnx += dn * (x[i] - m) * s;
-      }
-      const float a = sum_dn / static_cast<float>(C), c = sum_dnx / static_cast<float>(C);
-#pragma omp simd
-      for (int64_t i = 0; i < C; ++i) {
-        const float xhat = (x[i] - m) * s;
-        d[i] += s * (g[i] * w[i] - a - xhat * c);
-      }
-    }
-    // dw, db: parallel over column chunks, rows summed in order (thread-count independent).
-    // Reads only dout/inp/mean/rstd, so it needs no barrier after the dinp loop.
-#pragma omp for schedule(static)
-    for (int64_t ch = 0; ch < chunks; ++ch) {
-      const int64_t c0 = ch * kColChunk, c1 = std::min(C, c0 + kColChunk);
-      float aw[kColChunk] = {}, ab[kColChunk] = {};
-      for (int64_t r = 0; r < N; ++r) {
-        const float* x = inp + r * C;
-        const float* g = dout + r * C;
-        const float m = mean[r], s = rstd[r];
-#pragma omp simd
-        for (int64_t i = c0; i < c1; ++i) {
-          aw[i - c0] += g[i] * (x[i] - m) * s;
-          ab[i - c0] += g[i];
-        }
-      }
-      for (int64_t i = c0; i < c1; ++i) {
-        dw[i] += aw[i - c0];
-        db[i] += ab[i - c0];
-      }
-    }
-  }
-}
 RT_AVX512 void LnBackwardAvx512(float* dinp, float* dw, float* db, const float* dout,
                                 const float* inp, const float* w, const float* mean,
                                 const float* rstd, int64_t N, int64_t C) {
@@ -166,8 +77,6 @@ void LnBackwardGeneric(float* dinp, float* dw, float* db, const float* dout, con
 }
 
 // ---- GELU ----------------------------------------------------------------------------
-
-constexpr int64_t kElemChunk = 4096;
 
 RT_AVX512 void GeluForwardAvx512(float* out, bf16_t* out_h, const float* inp, int64_t n) {
   const int64_t chunks = (n + kElemChunk - 1) / kElemChunk;
@@ -366,6 +275,8 @@ void LayerNormForward(float* out_f32, bf16_t* out_bf16, float* mean, float* rstd
                       const float* w, const float* b, int64_t N, int64_t C) {
   if (UseAvx512()) {
     LnForwardAvx512(out_f32, out_bf16, mean, rstd, inp, w, b, N, C);
+  } else if (UseAvx2()) {
+    avx2::LayerNormForward(out_f32, out_bf16, mean, rstd, inp, w, b, N, C);
   } else {
     LnForwardGeneric(out_f32, out_bf16, mean, rstd, inp, w, b, N, C);
   }
@@ -375,6 +286,8 @@ void LayerNormBackward(float* dinp, float* dw, float* db, const float* dout, con
                        const float* w, const float* mean, const float* rstd, int64_t N, int64_t C) {
   if (UseAvx512()) {
     LnBackwardAvx512(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+  } else if (UseAvx2()) {
+    avx2::LayerNormBackward(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
   } else {
     LnBackwardGeneric(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
   }
@@ -383,6 +296,8 @@ void LayerNormBackward(float* dinp, float* dw, float* db, const float* dout, con
 void GeluForward(float* out_f32, bf16_t* out_bf16, const float* inp, int64_t n) {
   if (UseAvx512()) {
     GeluForwardAvx512(out_f32, out_bf16, inp, n);
+  } else if (UseAvx2()) {
+    avx2::GeluForward(out_f32, out_bf16, inp, n);
   } else {
     GeluForwardGeneric(out_f32, out_bf16, inp, n);
   }
@@ -391,19 +306,23 @@ void GeluForward(float* out_f32, bf16_t* out_bf16, const float* inp, int64_t n) 
 void GeluBackward(float* dinout, const float* inp, int64_t n) {
   if (UseAvx512()) {
     GeluBackwardAvx512(dinout, inp, n);
+  } else if (UseAvx2()) {
+    avx2::GeluBackward(dinout, inp, n);
   } else {
     GeluBackwardGeneric(dinout, inp, n);
   }
 }
 
 void CausalSoftmaxForward(float* att, bf16_t* att_bf16, int64_t BH, int64_t T, float scale) {
-  const bool avx = UseAvx512();
+  const Isa isa = ActiveIsa();
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < BH * T; ++r) {
     float* a = att + r * T;
     const int64_t n = r % T + 1;
-    if (avx) {
+    if (isa >= Isa::kAvx512) {
       SoftmaxRowAvx512(a, n, T, scale);
+    } else if (isa >= Isa::kAvx2) {
+      avx2::SoftmaxRow(a, n, T, scale);
     } else {
       SoftmaxRowGeneric(a, n, T, scale);
     }
@@ -413,13 +332,15 @@ void CausalSoftmaxForward(float* att, bf16_t* att_bf16, int64_t BH, int64_t T, f
 
 void CausalSoftmaxBackward(float* datt, bf16_t* dscores_bf16, const float* att, int64_t BH,
                            int64_t T, float scale) {
-  const bool avx = UseAvx512();
+  const Isa isa = ActiveIsa();
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < BH * T; ++r) {
     float* d = datt + r * T;
     const int64_t n = r % T + 1;
-    if (avx) {
+    if (isa >= Isa::kAvx512) {
       SoftmaxBackRowAvx512(d, att + r * T, n, T, scale);
+    } else if (isa >= Isa::kAvx2) {
+      avx2::SoftmaxBackRow(d, att + r * T, n, T, scale);
     } else {
       SoftmaxBackRowGeneric(d, att + r * T, n, T, scale);
     }
@@ -429,14 +350,16 @@ void CausalSoftmaxBackward(float* datt, bf16_t* dscores_bf16, const float* att, 
 
 double SoftmaxCrossEntropy(float* logits, bf16_t* dlogits_bf16, const int32_t* targets, int64_t R,
                            int64_t V, bool backward, float grad_scale) {
-  const bool avx = UseAvx512();
+  const Isa isa = ActiveIsa();
   // Per-row losses summed in row order afterwards, so the total is thread-count independent.
   std::vector<double> row_loss(R);
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < R; ++r) {
     float* x = logits + r * V;
-    row_loss[r] = avx ? CrossEntropyRowAvx512(x, V, targets[r], backward, grad_scale)
-                      : CrossEntropyRowGeneric(x, V, targets[r], backward, grad_scale);
+    row_loss[r] =
+        isa >= Isa::kAvx512 ? CrossEntropyRowAvx512(x, V, targets[r], backward, grad_scale)
+        : isa >= Isa::kAvx2 ? avx2::CrossEntropyRow(x, V, targets[r], backward, grad_scale)
+                            : CrossEntropyRowGeneric(x, V, targets[r], backward, grad_scale);
     if (backward && dlogits_bf16 != nullptr) FloatToBf16N(x, dlogits_bf16 + r * V, V);
   }
   double total = 0.0;
@@ -497,8 +420,6 @@ void BiasBackward(float* db, const float* dout, int64_t M, int64_t N, bf16_t* do
     for (int64_t i = c0; i < c1; ++i) db[i] += acc[i - c0];
   }
 }
-
-void ForcePortableKernelsForTest(bool portable) { g_force_portable.store(portable); }
 
 void CopyFloats(float* dst, const float* src, int64_t n) {
   const int64_t chunks = (n + kElemChunk * 16 - 1) / (kElemChunk * 16);

@@ -4,7 +4,8 @@
 //
 // Each forward has its backward beside it (STYLE: llm.c). Backward functions ACCUMULATE
 // (+=) into parameter gradients and into `dinp` where the comment says so. AVX-512
-// paths are chosen at run time (core/cpu_features.h); a portable path exists for all.
+// and AVX2 paths are chosen at run time by core/cpu_features.h's ActiveIsa()
+// (RINGTRAIN_ISA caps it; tests use SetIsaCapForTest); a portable path exists for all.
 // Loops are parallel with OpenMP over rows; parameter-gradient reductions are
 // parallel over columns with rows summed in order, so results do not depend on the
 // thread count.
@@ -57,10 +58,6 @@ void EmbeddingBackward(float* dwte, float* dwpe, const float* dx, const int32_t*
 // db (N) += sum over rows of dout (M,N). If dout_bf16 is not null it also receives a
 // bf16 copy of dout (M,N), in the same pass (one parallel region instead of two).
 void BiasBackward(float* db, const float* dout, int64_t M, int64_t N, bf16_t* dout_bf16 = nullptr);
-
-// Tests only: true forces the portable kernels even where AVX-512 exists, so both
-// paths are checked on one machine. Not for concurrent use with running kernels.
-void ForcePortableKernelsForTest(bool portable);
 
 // Parallel bulk helpers.
 void CopyFloats(float* dst, const float* src, int64_t n);

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "core/log.h"
+#include "model/onednn_isa.h"
 
 namespace rt::model {
 
@@ -13,7 +14,15 @@ using dnnl::memory;
 MatOperand RowMajor(int64_t rows, int64_t cols, int64_t ld) { return {{rows, cols}, {ld, 1}}; }
 MatOperand Transposed(int64_t rows, int64_t cols, int64_t ld) { return {{rows, cols}, {1, ld}}; }
 
-MatmulEngine::MatmulEngine() : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {}
+namespace {
+// RINGTRAIN_ISA reaches oneDNN before its first kernel (model/onednn_isa.h).
+dnnl::engine CappedCpuEngine() {
+  ApplyOnednnIsaCap();
+  return dnnl::engine(dnnl::engine::kind::cpu, 0);
+}
+}  // namespace
+
+MatmulEngine::MatmulEngine() : engine_(CappedCpuEngine()), stream_(engine_) {}
 
 namespace {
 

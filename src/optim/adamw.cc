@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "core/cpu_features.h"
+
 namespace rt::optim {
 namespace {
 
@@ -28,10 +30,15 @@ std::vector<FloatRange> SortAndMerge(std::vector<FloatRange> ranges) {
 }
 
 // The inner loop: one contiguous run with a fixed decay factor (1 = no decay).
-// Written so that the compiler vectorises it (no aliasing between the four arrays).
-void UpdateRun(float* __restrict p, const float* __restrict g, float* __restrict m,
-               float* __restrict v, size_t count, float decay_factor, float grad_scale, float b1,
-               float b2, float step_size, float inv_sqrt_bc2, float eps) {
+// Written so that the compiler vectorises it (no aliasing between the four arrays),
+// once per kernel path: baseline SSE2, AVX2 and AVX-512 widths. The parameters are
+// replicated, so every path must give the same bits (a fleet mixes CPUs): only
+// IEEE-exact operations (+ - * / sqrt, elementwise) and no FMA contraction, which
+// CMakeLists.txt turns off for this file (-ffp-contract=off); tests/optim checks it.
+inline __attribute__((always_inline)) void UpdateRunBody(
+    float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v,
+    size_t count, float decay_factor, float grad_scale, float b1, float b2, float step_size,
+    float inv_sqrt_bc2, float eps) {
   const float one_minus_b1 = 1.0f - b1, one_minus_b2 = 1.0f - b2;
 #pragma omp simd
   for (size_t i = 0; i < count; ++i) {
@@ -42,6 +49,31 @@ void UpdateRun(float* __restrict p, const float* __restrict g, float* __restrict
     v[i] = vi;
     float denom = std::sqrt(vi) * inv_sqrt_bc2 + eps;
     p[i] = p[i] * decay_factor - step_size * mi / denom;
+  }
+}
+
+#define RT_UPDATE_RUN_ARGS                                                                     \
+  float *__restrict p, const float *__restrict g, float *__restrict m, float *__restrict v,    \
+      size_t count, float decay_factor, float grad_scale, float b1, float b2, float step_size, \
+      float inv_sqrt_bc2, float eps
+#define RT_UPDATE_RUN_CALL \
+  p, g, m, v, count, decay_factor, grad_scale, b1, b2, step_size, inv_sqrt_bc2, eps
+
+__attribute__((target("avx512f"))) void UpdateRunAvx512(RT_UPDATE_RUN_ARGS) {
+  UpdateRunBody(RT_UPDATE_RUN_CALL);
+}
+__attribute__((target("avx2"))) void UpdateRunAvx2(RT_UPDATE_RUN_ARGS) {
+  UpdateRunBody(RT_UPDATE_RUN_CALL);
+}
+void UpdateRunBaseline(RT_UPDATE_RUN_ARGS) { UpdateRunBody(RT_UPDATE_RUN_CALL); }
+
+void UpdateRun(Isa isa, RT_UPDATE_RUN_ARGS) {
+  if (isa >= Isa::kAvx512) {
+    UpdateRunAvx512(RT_UPDATE_RUN_CALL);
+  } else if (isa >= Isa::kAvx2) {
+    UpdateRunAvx2(RT_UPDATE_RUN_CALL);
+  } else {
+    UpdateRunBaseline(RT_UPDATE_RUN_CALL);
   }
 }
 
@@ -93,10 +125,11 @@ void AdamW::Step(absl::Span<float> params, absl::Span<const float> grads, float 
   const AdamWConfig c = config_;
   const std::vector<Piece>& pieces = pieces_;
   const long num_pieces = static_cast<long>(pieces.size());
+  const Isa isa = ActiveIsa();
 #pragma omp parallel for schedule(static)
   for (long k = 0; k < num_pieces; ++k) {
     const Piece& piece = pieces[k];
-    UpdateRun(p + piece.begin, g + piece.begin, m + piece.begin, v + piece.begin,
+    UpdateRun(isa, p + piece.begin, g + piece.begin, m + piece.begin, v + piece.begin,
               piece.end - piece.begin, piece.decay ? decay_factor : 1.0f, grad_scale, c.beta1,
               c.beta2, step_size, inv_sqrt_bc2, c.eps);
   }

@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "collective/codec_spec.h"
 #include "collective/sparse_codec.h"
 #include "collective/topk_select.h"
+#include "isa_paths.h"
 
 namespace rt::collective {
 namespace {
@@ -120,6 +122,28 @@ TEST_CASE("top-k with ties and all-zero input stays exact and deterministic") {
   std::vector<float> zeros(64, 0.0f), rz(64, 0.0f);
   SelectTopKWithFeedback(zeros, absl::MakeSpan(rz), 5, {}, &a);
   CHECK(a.indices.size() == 5);
+}
+
+// Every peer selects from the same reduced sums on its own CPU: the selection and the
+// residuals must not depend on the kernel path (AVX-512 compress, AVX2 movemask, scalar).
+TEST_CASE("top-k selects the same entries and residuals on every kernel path") {
+  const size_t n = 50021;
+  const std::vector<float> g = HeavyTailed(n, 31);
+  const std::vector<float> r0 = HeavyTailed(n, 32);
+  const std::vector<IndexRange> dense = {{100, 133}, {40000, 40007}};
+  std::vector<float> r_base = r0;
+  SparseVector base;
+  {
+    rt::testing::IsaScope scope(rt::Isa::kBaseline);
+    SelectTopKWithFeedback(g, absl::MakeSpan(r_base), 500, dense, &base);
+  }
+  RT_EVERY_KERNEL_PATH();
+  std::vector<float> r = r0;
+  SparseVector sel;
+  SelectTopKWithFeedback(g, absl::MakeSpan(r), 500, dense, &sel);
+  CHECK(sel.indices == base.indices);
+  CHECK(sel.values == base.values);
+  CHECK(std::memcmp(r.data(), r_base.data(), n * 4) == 0);
 }
 
 TEST_CASE("sparse encoding round-trips, with and without zstd") {

@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "isa_paths.h"
 #include "model/kernels.h"
 #include "model/reference_gpt.h"
 
@@ -337,7 +338,7 @@ TEST_CASE("a tiny model memorises a short text") {
 namespace rt::model {
 namespace {
 
-TEST_CASE("portable kernels give the same model results as the AVX-512 ones") {
+TEST_CASE("every kernel path gives the same model results as the best one") {
   const GptConfig c{50, 2, 2, 32, 16};
   auto g = MakeGpt(c, Precision::kFp32, false, 2);
   std::vector<float> p = TestParams(*g, 4);
@@ -345,10 +346,9 @@ TEST_CASE("portable kernels give the same model results as the AVX-512 ones") {
   std::vector<float> a(p.size(), 0.0f), b(p.size(), 0.0f);
   const double la =
       g->ForwardBackward(p, batch.tokens.data(), batch.targets.data(), 2, 1.0f, absl::MakeSpan(a));
-  ForcePortableKernelsForTest(true);
+  RT_EVERY_KERNEL_PATH();
   const double lb =
       g->ForwardBackward(p, batch.tokens.data(), batch.targets.data(), 2, 1.0f, absl::MakeSpan(b));
-  ForcePortableKernelsForTest(false);
   CHECK(lb == doctest::Approx(la).epsilon(1e-5));
   for (size_t i = 0; i < a.size(); ++i) {
     CHECK(b[i] == doctest::Approx(a[i]).epsilon(1e-3).scale(1e-3));

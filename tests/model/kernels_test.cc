@@ -16,6 +16,7 @@
 
 #include "core/bf16.h"
 #include "core/bf16_convert.h"
+#include "isa_paths.h"
 #include "model/matmul.h"
 #include "random_vector.h"
 
@@ -28,17 +29,6 @@ double Dot(const std::vector<float>& a, const std::vector<float>& b) {
   for (size_t i = 0; i < a.size(); ++i) s += static_cast<double>(a[i]) * b[i];
   return s;
 }
-
-// Runs the enclosing test case twice: best kernels for this CPU, then portable ones.
-struct IsaScope {
-  explicit IsaScope(bool portable) { ForcePortableKernelsForTest(portable); }
-  ~IsaScope() { ForcePortableKernelsForTest(false); }
-};
-#define RT_BOTH_KERNEL_PATHS()                       \
-  bool portable_path = false;                        \
-  SUBCASE("best path") { portable_path = false; }    \
-  SUBCASE("portable path") { portable_path = true; } \
-  IsaScope isa_scope(portable_path)
 
 // Checks analytic gradient `grad` of J(x) at x by central differences of `J`.
 void CheckGradient(std::vector<float>& x, const std::vector<float>& grad,
@@ -58,7 +48,7 @@ void CheckGradient(std::vector<float>& x, const std::vector<float>& grad,
 }
 
 TEST_CASE("layernorm forward matches double loops and backward matches finite differences") {
-  RT_BOTH_KERNEL_PATHS();
+  RT_EVERY_KERNEL_PATH();
   const int64_t N = 5, C = 37;  // C not a multiple of 16: exercises tails
   std::vector<float> x = GaussianVector(N * C, 1), w = GaussianVector(C, 2),
                      b = GaussianVector(C, 3), r = GaussianVector(N * C, 4);
@@ -97,7 +87,7 @@ TEST_CASE("layernorm forward matches double loops and backward matches finite di
 }
 
 TEST_CASE("gelu forward matches tanh formula and backward matches finite differences") {
-  RT_BOTH_KERNEL_PATHS();
+  RT_EVERY_KERNEL_PATH();
   const int64_t n = 4103;
   std::vector<float> x = GaussianVector(n, 5, 2.0f), r = GaussianVector(n, 6), out(n);
   x[0] = 30.0f;  // saturated ends must not produce NaN
@@ -126,7 +116,7 @@ TEST_CASE("gelu forward matches tanh formula and backward matches finite differe
 }
 
 TEST_CASE("causal softmax forward masks the future and backward matches finite differences") {
-  RT_BOTH_KERNEL_PATHS();
+  RT_EVERY_KERNEL_PATH();
   const int64_t BH = 3, T = 19;
   const float scale = 0.7f;
   std::vector<float> s = GaussianVector(BH * T * T, 7, 2.0f), r = GaussianVector(BH * T * T, 8);
@@ -155,7 +145,7 @@ TEST_CASE("causal softmax forward masks the future and backward matches finite d
 }
 
 TEST_CASE("fused softmax cross-entropy: loss and gradient against double and finite differences") {
-  RT_BOTH_KERNEL_PATHS();
+  RT_EVERY_KERNEL_PATH();
   const int64_t R = 4, V = 53;
   std::vector<float> logits = GaussianVector(R * V, 9, 3.0f);
   std::vector<int32_t> targets = {0, 52, 17, 17};
@@ -191,7 +181,7 @@ TEST_CASE("fused softmax cross-entropy: loss and gradient against double and fin
 }
 
 TEST_CASE("embedding forward gathers and backward scatters, repeated tokens add up") {
-  RT_BOTH_KERNEL_PATHS();
+  RT_EVERY_KERNEL_PATH();
   const int64_t B = 2, T = 3, C = 20, V = 5;
   std::vector<float> wte = GaussianVector(V * C, 10), wpe = GaussianVector(T * C, 11), x(B * T * C);
   std::vector<int32_t> tok = {4, 1, 4, 0, 4, 2};
@@ -211,7 +201,7 @@ TEST_CASE("embedding forward gathers and backward scatters, repeated tokens add 
 }
 
 TEST_CASE("bias backward sums rows and accumulates") {
-  RT_BOTH_KERNEL_PATHS();
+  RT_EVERY_KERNEL_PATH();
   const int64_t M = 33, N = 70;
   std::vector<float> d = GaussianVector(M * N, 13), db(N, 2.0f);
   std::vector<bf16_t> d_h(M * N);
@@ -225,6 +215,7 @@ TEST_CASE("bias backward sums rows and accumulates") {
 }
 
 TEST_CASE("bulk bf16 conversion equals the scalar rounding, NaN stays NaN") {
+  RT_EVERY_KERNEL_PATH();
   std::vector<float> x = GaussianVector(1000, 14, 100.0f);
   x[5] = std::nanf("");
   x[6] = INFINITY;

@@ -6,8 +6,10 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
+#include "isa_paths.h"
 #include "random_vector.h"
 
 namespace {
@@ -133,4 +135,25 @@ TEST_CASE("AdamW gives the same bits with 1 and 2 threads") {
   }
   omp_set_num_threads(saved);
   CHECK(results[0] == results[1]);
+}
+
+// Peers of one ring may run different kernel paths (a Zen 2 VPS beside a Cascade Lake
+// one): the parameters they update must stay bit-identical (DESIGN invariant 2).
+TEST_CASE("AdamW gives the same bits on every kernel path") {
+  const size_t n = 100003;  // not a multiple of any vector width
+  std::vector<FloatRange> ranges = {{0, 60001}};
+  std::vector<float> g = GaussianVector(n, 11, 0.1f);
+  std::vector<float> baseline = GaussianVector(n, 12, 1.0f);
+  {
+    rt::testing::IsaScope scope(rt::Isa::kBaseline);
+    AdamW opt(AdamWConfig{}, n, ranges);
+    for (int64_t t = 1; t <= 3; ++t) opt.Step(absl::MakeSpan(baseline), g, 1e-3f, t, 0.5f);
+  }
+  RT_EVERY_KERNEL_PATH();
+  std::vector<float> p = GaussianVector(n, 12, 1.0f);
+  AdamW opt(AdamWConfig{}, n, ranges);
+  for (int64_t t = 1; t <= 3; ++t) opt.Step(absl::MakeSpan(p), g, 1e-3f, t, 0.5f);
+  size_t differ = 0;
+  for (size_t i = 0; i < n; ++i) differ += std::memcmp(&p[i], &baseline[i], 4) != 0;
+  CHECK(differ == 0);
 }

@@ -1,0 +1,196 @@
+// AVX2+FMA kernels (see kernels_avx2.h). The layer norms reuse the shared loop bodies
+// (kernels_body.h), vectorised by the compiler for this target; GELU, softmax and
+// cross-entropy need exp(), which GCC does not vectorise without -ffast-math, so they
+// are written with intrinsics around Exp256. Tails use maskload/maskstore (AVX2 has no
+// mask registers): masked lanes read as 0 and are never written.
+#include "model/kernels_avx2.h"
+
+#include <immintrin.h>
+
+#include "model/kernels_body.h"
+
+namespace rt::model::avx2 {
+namespace {
+
+using namespace kernel_body;
+
+#define RT_AVX2 __attribute__((target("avx2,fma")))
+
+// exp(x) for 8 floats: range reduction x = n ln2 + r (ln2 split in two for accuracy),
+// a degree-6 polynomial for e^r, and 2^n built in the exponent bits. The upper clamp
+// (88) keeps n <= 127, so 2^n is a normal float (e^88 = 1.65e38 < FLT_MAX); below
+// -87.3 the result is the smallest normal's neighbourhood, as in the AVX-512 path.
+RT_AVX2 RT_INLINE __m256 Exp256(__m256 x) {
+  x = _mm256_max_ps(x, _mm256_set1_ps(-87.33654f));
+  x = _mm256_min_ps(x, _mm256_set1_ps(88.0f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.3888889e-3f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3333338e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1666668e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666667e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  const __m256i e =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+// All-ones in the first min(left, 8) lanes.
+RT_AVX2 RT_INLINE __m256i TailMask(int64_t left) {
+  const int k = left >= 8 ? 8 : static_cast<int>(left);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+RT_AVX2 RT_INLINE float ReduceAdd(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+  return _mm_cvtss_f32(s);
+}
+
+RT_AVX2 RT_INLINE float ReduceMax(__m256 v) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_shuffle_ps(s, s, 1));
+  return _mm_cvtss_f32(s);
+}
+
+// Masked lanes as -inf, for maxima.
+RT_AVX2 RT_INLINE __m256 LoadOrMinusInf(const float* p, __m256i k) {
+  return _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), _mm256_maskload_ps(p, k),
+                          _mm256_castsi256_ps(k));
+}
+
+// x * sigmoid(2u), u = k (x + c x^3): the tanh-GELU without cancellation for x < 0.
+RT_AVX2 RT_INLINE __m256 Gelu8(__m256 x) {
+  const __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
+  const __m256 u =
+      _mm256_mul_ps(_mm256_set1_ps(kGeluK), _mm256_fmadd_ps(_mm256_set1_ps(kGeluC), x3, x));
+  return _mm256_div_ps(
+      x, _mm256_add_ps(_mm256_set1_ps(1.0f), Exp256(_mm256_mul_ps(_mm256_set1_ps(-2.0f), u))));
+}
+
+}  // namespace
+
+RT_AVX2 void LayerNormForward(float* o, bf16_t* oh, float* m, float* s, const float* x,
+                              const float* w, const float* b, int64_t N, int64_t C) {
+  LnForwardBody(o, oh, m, s, x, w, b, N, C);
+}
+
+RT_AVX2 void LayerNormBackward(float* dinp, float* dw, float* db, const float* dout,
+                               const float* inp, const float* w, const float* mean,
+                               const float* rstd, int64_t N, int64_t C) {
+  LnBackwardBody(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+}
+
+RT_AVX2 void GeluForward(float* out, bf16_t* out_h, const float* inp, int64_t n) {
+  const int64_t chunks = (n + kElemChunk - 1) / kElemChunk;
+#pragma omp parallel
+  {
+    std::vector<float> tmp(out == nullptr ? kElemChunk : 0);
+#pragma omp for schedule(static)
+    for (int64_t ch = 0; ch < chunks; ++ch) {
+      const int64_t i0 = ch * kElemChunk, i1 = std::min(n, i0 + kElemChunk);
+      float* o = out != nullptr ? out + i0 : tmp.data();
+      int64_t i = i0;
+      for (; i + 8 <= i1; i += 8) _mm256_storeu_ps(o + (i - i0), Gelu8(_mm256_loadu_ps(inp + i)));
+      if (i < i1) {
+        const __m256i k = TailMask(i1 - i);
+        _mm256_maskstore_ps(o + (i - i0), k, Gelu8(_mm256_maskload_ps(inp + i, k)));
+      }
+      if (out_h != nullptr) FloatToBf16N(o, out_h + i0, i1 - i0);
+    }
+  }
+}
+
+RT_AVX2 void GeluBackward(float* d, const float* inp, int64_t n) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256i k = TailMask(n - i);
+    const __m256 x = _mm256_maskload_ps(inp + i, k);
+    const __m256 x2 = _mm256_mul_ps(x, x);
+    const __m256 u = _mm256_mul_ps(
+        _mm256_set1_ps(kGeluK), _mm256_fmadd_ps(_mm256_set1_ps(kGeluC), _mm256_mul_ps(x2, x), x));
+    // y = x s with s = sigmoid(2u): dy/dx = s + 2 x s (1 - s) du/dx, du/dx = k (1 + 3c x^2).
+    const __m256 one = _mm256_set1_ps(1.0f);
+    const __m256 sg =
+        _mm256_div_ps(one, _mm256_add_ps(one, Exp256(_mm256_mul_ps(_mm256_set1_ps(-2.0f), u))));
+    const __m256 du = _mm256_mul_ps(_mm256_set1_ps(2.0f * kGeluK),
+                                    _mm256_fmadd_ps(_mm256_set1_ps(3.0f * kGeluC), x2, one));
+    const __m256 g =
+        _mm256_fmadd_ps(_mm256_mul_ps(_mm256_mul_ps(x, sg), _mm256_sub_ps(one, sg)), du, sg);
+    _mm256_maskstore_ps(d + i, k, _mm256_mul_ps(g, _mm256_maskload_ps(d + i, k)));
+  }
+}
+
+RT_AVX2 void SoftmaxRow(float* a, int64_t n, int64_t T, float scale) {
+  __m256 vmax = _mm256_set1_ps(-INFINITY);
+  for (int64_t j = 0; j < n; j += 8)
+    vmax = _mm256_max_ps(vmax, LoadOrMinusInf(a + j, TailMask(n - j)));
+  const __m256 m = _mm256_set1_ps(ReduceMax(vmax) * scale);
+  const __m256 vs = _mm256_set1_ps(scale);
+  __m256 vsum = _mm256_setzero_ps();
+  for (int64_t j = 0; j < n; j += 8) {
+    const __m256i k = TailMask(n - j);
+    const __m256 e = _mm256_and_ps(Exp256(_mm256_fmsub_ps(_mm256_maskload_ps(a + j, k), vs, m)),
+                                   _mm256_castsi256_ps(k));
+    vsum = _mm256_add_ps(vsum, e);
+    _mm256_maskstore_ps(a + j, k, e);
+  }
+  const __m256 inv = _mm256_set1_ps(1.0f / ReduceAdd(vsum));
+  for (int64_t j = 0; j < n; j += 8) {
+    const __m256i k = TailMask(n - j);
+    _mm256_maskstore_ps(a + j, k, _mm256_mul_ps(_mm256_maskload_ps(a + j, k), inv));
+  }
+  for (int64_t j = n; j < T; ++j) a[j] = 0.0f;
+}
+
+RT_AVX2 void SoftmaxBackRow(float* d, const float* a, int64_t n, int64_t T, float scale) {
+  __m256 vdot = _mm256_setzero_ps();
+  for (int64_t j = 0; j < n; j += 8) {
+    const __m256i k = TailMask(n - j);
+    vdot = _mm256_fmadd_ps(_mm256_maskload_ps(a + j, k), _mm256_maskload_ps(d + j, k), vdot);
+  }
+  const __m256 dot = _mm256_set1_ps(ReduceAdd(vdot));
+  const __m256 vs = _mm256_set1_ps(scale);
+  for (int64_t j = 0; j < n; j += 8) {
+    const __m256i k = TailMask(n - j);
+    const __m256 g = _mm256_sub_ps(_mm256_maskload_ps(d + j, k), dot);
+    _mm256_maskstore_ps(d + j, k,
+                        _mm256_mul_ps(_mm256_mul_ps(_mm256_maskload_ps(a + j, k), g), vs));
+  }
+  for (int64_t j = n; j < T; ++j) d[j] = 0.0f;
+}
+
+RT_AVX2 double CrossEntropyRow(float* x, int64_t V, int32_t target, bool backward, float gs) {
+  __m256 vmax = _mm256_set1_ps(-INFINITY);
+  for (int64_t j = 0; j < V; j += 8)
+    vmax = _mm256_max_ps(vmax, LoadOrMinusInf(x + j, TailMask(V - j)));
+  const float mx = ReduceMax(vmax);
+  const __m256 m = _mm256_set1_ps(mx);
+  const float xt = x[target];
+  __m256 vsum = _mm256_setzero_ps();
+  for (int64_t j = 0; j < V; j += 8) {
+    const __m256i k = TailMask(V - j);
+    const __m256 e = _mm256_and_ps(Exp256(_mm256_sub_ps(_mm256_maskload_ps(x + j, k), m)),
+                                   _mm256_castsi256_ps(k));
+    vsum = _mm256_add_ps(vsum, e);
+    if (backward) _mm256_maskstore_ps(x + j, k, e);
+  }
+  const float sum = ReduceAdd(vsum);
+  if (backward) {
+    const __m256 s = _mm256_set1_ps(gs / sum);
+    for (int64_t j = 0; j < V; j += 8) {
+      const __m256i k = TailMask(V - j);
+      _mm256_maskstore_ps(x + j, k, _mm256_mul_ps(_mm256_maskload_ps(x + j, k), s));
+    }
+    x[target] -= gs;
+  }
+  return std::log(static_cast<double>(sum)) + mx - xt;
+}
+
+}  // namespace rt::model::avx2

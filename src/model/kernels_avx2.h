@@ -1,0 +1,26 @@
+// The AVX2+FMA path of the kernels in kernels.h, for the CPUs most cheap VPSes have
+// (AMD Zen 2/3, Intel Haswell to Broadwell: 8 floats per vector, no masks, no
+// scalef). kernels.cc calls these when ActiveIsa() is avx2; they compute the same
+// functions as the AVX-512 and portable paths, to float rounding. Internal to src/model.
+#pragma once
+
+#include <cstdint>
+
+#include "core/bf16.h"
+
+namespace rt::model::avx2 {
+
+void LayerNormForward(float* out_f32, bf16_t* out_bf16, float* mean, float* rstd, const float* inp,
+                      const float* w, const float* b, int64_t N, int64_t C);
+void LayerNormBackward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
+                       const float* w, const float* mean, const float* rstd, int64_t N, int64_t C);
+void GeluForward(float* out_f32, bf16_t* out_bf16, const float* inp, int64_t n);
+void GeluBackward(float* dinout, const float* inp, int64_t n);
+// One causal row: a[0..n) = softmax(scale * a[0..n)), a[n..T) = 0.
+void SoftmaxRow(float* a, int64_t n, int64_t T, float scale);
+// One row of the softmax backward: d = a * (d - <a, d>) * scale over [0, n), 0 after.
+void SoftmaxBackRow(float* d, const float* a, int64_t n, int64_t T, float scale);
+// One row of the fused softmax + cross-entropy (kernels.h SoftmaxCrossEntropy).
+double CrossEntropyRow(float* x, int64_t V, int32_t target, bool backward, float gs);
+
+}  // namespace rt::model::avx2

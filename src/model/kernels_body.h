@@ -1,0 +1,110 @@
+// Kernel bodies shared by every instruction-set path (kernels.cc, kernels_avx2.cc):
+// plain loops that the compiler vectorises for whatever target the function that
+// inlines them is compiled for. Internal to src/model; include only from kernel files.
+#pragma once
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "core/bf16.h"
+#include "core/bf16_convert.h"
+#include "model/gpt_config.h"
+
+#define RT_INLINE inline __attribute__((always_inline))
+
+namespace rt::model::kernel_body {
+
+// Column chunk for reductions over rows: one cache line of floats per step.
+constexpr int64_t kColChunk = 64;
+constexpr float kGeluK = 0.7978845608028654f;  // sqrt(2/pi)
+constexpr float kGeluC = 0.044715f;
+
+constexpr int64_t kElemChunk = 4096;
+
+// Normalises one row of C floats into `out`.
+RT_INLINE void LnRow(float* out, float* mean_out, float* rstd_out, const float* x, const float* w,
+                     const float* b, int64_t C) {
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < C; ++i) sum += x[i];
+  const float m = sum / static_cast<float>(C);
+  float var = 0.0f;
+#pragma omp simd reduction(+ : var)
+  for (int64_t i = 0; i < C; ++i) var += (x[i] - m) * (x[i] - m);
+  const float s = 1.0f / std::sqrt(var / static_cast<float>(C) + kLayerNormEpsilon);
+#pragma omp simd
+  for (int64_t i = 0; i < C; ++i) out[i] = (x[i] - m) * s * w[i] + b[i];
+  *mean_out = m;
+  *rstd_out = s;
+}
+
+RT_INLINE void LnForwardBody(float* out_f32, bf16_t* out_bf16, float* mean, float* rstd,
+                             const float* inp, const float* w, const float* b, int64_t N,
+                             int64_t C) {
+#pragma omp parallel
+  {
+    std::vector<float> row(out_f32 == nullptr ? C : 0);
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < N; ++r) {
+      float* o = out_f32 != nullptr ? out_f32 + r * C : row.data();
+      LnRow(o, mean + r, rstd + r, inp + r * C, w, b, C);
+      if (out_bf16 != nullptr) FloatToBf16N(o, out_bf16 + r * C, C);
+    }
+  }
+}
+RT_INLINE void LnBackwardBody(float* dinp, float* dw, float* db, const float* dout,
+                              const float* inp, const float* w, const float* mean,
+                              const float* rstd, int64_t N, int64_t C) {
+  const int64_t chunks = (C + kColChunk - 1) / kColChunk;
+  // One parallel region, two loops: fewer thread wake-ups on a busy host.
+#pragma omp parallel
+  {
+    // dinp: parallel over rows (each row independent).
+#pragma omp for schedule(static) nowait
+    for (int64_t r = 0; r < N; ++r) {
+      const float* x = inp + r * C;
+      const float* g = dout + r * C;
+      float* d = dinp + r * C;
+      const float m = mean[r], s = rstd[r];
+      float sum_dn = 0.0f, sum_dnx = 0.0f;
+#pragma omp simd reduction(+ : sum_dn, sum_dnx)
+      for (int64_t i = 0; i < C; ++i) {
+        const float dn = g[i] * w[i];
+        sum_dn += dn;
+        sum_dnx += dn * (x[i] - m) * s;
+      }
+      const float a = sum_dn / static_cast<float>(C), c = sum_dnx / static_cast<float>(C);
+#pragma omp simd
+      for (int64_t i = 0; i < C; ++i) {
+        const float xhat = (x[i] - m) * s;
+        d[i] += s * (g[i] * w[i] - a - xhat * c);
+      }
+    }
+    // dw, db: parallel over column chunks, rows summed in order (thread-count independent).
+    // Reads only dout/inp/mean/rstd, so it needs no barrier after the dinp loop.
+#pragma omp for schedule(static)
+    for (int64_t ch = 0; ch < chunks; ++ch) {
+      const int64_t c0 = ch * kColChunk, c1 = std::min(C, c0 + kColChunk);
+      float aw[kColChunk] = {}, ab[kColChunk] = {};
+      for (int64_t r = 0; r < N; ++r) {
+        const float* x = inp + r * C;
+        const float* g = dout + r * C;
+        const float m = mean[r], s = rstd[r];
+#pragma omp simd
+        for (int64_t i = c0; i < c1; ++i) {
+          aw[i - c0] += g[i] * (x[i] - m) * s;
+          ab[i - c0] += g[i];
+        }
+      }
+      for (int64_t i = c0; i < c1; ++i) {
+        dw[i] += aw[i - c0];
+        db[i] += ab[i - c0];
+      }
+    }
+  }
+}
+}  // namespace rt::model::kernel_body
