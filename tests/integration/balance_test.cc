@@ -1,6 +1,6 @@
 // Load balancing (issue 13 item 1, --balance) on loopback rings of real peers. These
 // tests assert behaviour, not speed ratios (the machine is shared; the speed figures
-// come from tools/bench-balance under rt-quiet):
+// come from tools/bench-balance on an idle machine):
 //   - 2 peers, each pinned to its own core, a busy loop pinned to peer 1's core: with
 //     --balance on peer 1 ends with fewer slots than peer 0; every step's slots sum to
 //     the global batch; the final loss equals that of --balance off within 1e-5
