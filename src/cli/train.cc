@@ -76,7 +76,7 @@ namespace {
 
 // --precision bf16 where oneDNN has no native bf16 (no avx512_bf16/AMX, or an ISA cap):
 // an error where it has no bf16 matmul at all (AVX2), else one warning with the
-// slowdown measured on a 1024^3 matmul (about 0.1 s), so the cost is a figure, not a
+// slowdown measured on a 512^3 matmul (under 0.1 s), so the cost is a figure, not a
 // guess. --precision auto already picks fp32 there.
 absl::Status CheckBf16Speed() {
   const model::Bf16Support support = model::GetBf16Support();
@@ -88,10 +88,10 @@ absl::Status CheckBf16Speed() {
         "matmul); use --precision fp32 or auto",
         isa));
   }
-  ASSIGN_OR_RETURN(model::MatmulSpeed fp32, model::MeasureMatmul(model::MatType::kF32, 1024, 3));
-  ASSIGN_OR_RETURN(model::MatmulSpeed bf16, model::MeasureMatmul(model::MatType::kBf16, 1024, 3));
+  ASSIGN_OR_RETURN(model::MatmulSpeed fp32, model::MeasureMatmul(model::MatType::kF32, 512, 3));
+  ASSIGN_OR_RETURN(model::MatmulSpeed bf16, model::MeasureMatmul(model::MatType::kBf16, 512, 3));
   LogWarning(
-      "--precision bf16 is emulated on this CPU (oneDNN ISA %s, no avx512_bf16/AMX): a 1024^3 "
+      "--precision bf16 is emulated on this CPU (oneDNN ISA %s, no avx512_bf16/AMX): a 512^3 "
       "bf16 matmul runs %.1fx slower than fp32 (%.0f against %.0f GFLOP/s); --precision fp32 "
       "(or auto) trains faster here",
       isa, fp32.gflops / bf16.gflops, bf16.gflops, fp32.gflops);
