@@ -179,7 +179,7 @@ int RunBenchCompute(const std::vector<std::string>& positional) {
   const double activation_mb = static_cast<double>(gpt->ActivationBytes()) / (1 << 20);
   const double rss = PeakRssMb();
 
-  std::printf("bench compute: %s, %s, recompute=%s, threads=%d, cpu %s\n",
+  std::printf("bench compute: %s, %s, recompute=%s, threads=%d, %s\n",
               config.ToString().c_str(), model::PrecisionName(*precision), recompute ? "on" : "off",
               threads, DescribeCpu().c_str());
   std::printf("  params            %12zu (flop params %zu)\n", n_params, layout.flop_params());
