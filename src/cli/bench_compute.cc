@@ -9,6 +9,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -16,11 +17,12 @@
 #include "cli/bench_kinds.h"
 #include "cli/common_flags.h"
 #include "core/aligned_buffer.h"
-#include "core/bf16_convert.h"
 #include "core/clock.h"
 #include "core/cpu_features.h"
 #include "model/gpt.h"
 #include "model/matmul.h"
+#include "model/matmul_speed.h"
+#include "model/onednn_isa.h"
 #include "optim/adamw.h"
 
 ABSL_FLAG(int, warmup_steps, 2, "bench compute: untimed steps before the timed --steps");
@@ -35,36 +37,39 @@ double PeakRssMb() {
   return static_cast<double>(ru.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
 }
 
-// Best-of-`reps` GFLOP/s of an n x n x n oneDNN matmul (the machine's practical peak).
-double MatmulPeakGflops(model::MatType type, int64_t n, int reps) {
-  model::MatmulEngine mm;
-  AlignedBuffer<float> a(n * n), b(n * n), c(n * n);
-  AlignedBuffer<bf16_t> ah(n * n), bh(n * n);
-  std::mt19937 rng(1);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  for (int64_t i = 0; i < n * n; ++i) {
-    a[i] = u(rng);
-    b[i] = u(rng);
-  }
-  FloatToBf16N(a.data(), ah.data(), n * n);
-  FloatToBf16N(b.data(), bh.data(), n * n);
-  const bool h = type == model::MatType::kBf16;
-  const void* ap = h ? static_cast<const void*>(ah.data()) : a.data();
-  const void* bp = h ? static_cast<const void*>(bh.data()) : b.data();
-  const model::MatOperand d = model::RowMajor(n, n, n);
-  mm.Run(type, d, ap, d, bp, d, c.data(), nullptr, false);  // warm-up + primitive creation
-  double best_s = 1e30;
-  for (int r = 0; r < reps; ++r) {
-    Stopwatch sw;
-    mm.Run(type, d, ap, d, bp, d, c.data(), nullptr, false);
-    best_s = std::min(best_s, sw.ElapsedSeconds());
-  }
-  return 2.0 * static_cast<double>(n) * n * n / best_s * 1e-9;
-}
-
 int Fail(const std::string& message) {
   std::fprintf(stderr, "ringtrain bench compute: %s\n", message.c_str());
   return 1;
+}
+int Fail(const absl::Status& status) { return Fail(std::string(status.message())); }
+
+// The matmul peaks of the run: fp32 always; bf16 where oneDNN can run it (natively or
+// emulated). A bf16 matmul that oneDNN cannot create or run is not an error unless
+// the bench itself is bf16: then bf16 is reported as unavailable.
+struct Peaks {
+  model::MatmulSpeed fp32, bf16;
+  model::Bf16Support bf16_support = model::Bf16Support::kUnavailable;
+};
+
+// Measures the peaks and keeps, per precision, the better of this and `*p` (the host is
+// shared: a busy moment must not inflate MFU). Errors: the fp32 matmul fails, or the
+// bf16 one does and `need_bf16`.
+absl::Status MeasurePeaks(bool need_bf16, Peaks* p) {
+  absl::StatusOr<model::MatmulSpeed> f = model::MeasureMatmul(model::MatType::kF32, 2048, 3);
+  if (!f.ok()) return f.status();
+  if (f->gflops > p->fp32.gflops) p->fp32 = *f;
+  if (p->bf16_support == model::Bf16Support::kUnavailable) return absl::OkStatus();
+  absl::StatusOr<model::MatmulSpeed> h = model::MeasureMatmul(model::MatType::kBf16, 2048, 4);
+  if (!h.ok()) {
+    if (need_bf16) return h.status();
+    std::fprintf(stderr, "ringtrain bench compute: bf16 left out: %s\n",
+                 std::string(h.status().message()).c_str());
+    p->bf16_support = model::Bf16Support::kUnavailable;
+    p->bf16 = {};
+    return absl::OkStatus();
+  }
+  if (h->gflops > p->bf16.gflops) p->bf16 = *h;
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -92,9 +97,20 @@ int RunBenchCompute(const std::vector<std::string>& positional) {
   const bool recompute = absl::GetFlag(FLAGS_recompute);
   const bool profile = absl::GetFlag(FLAGS_profile);
   const int threads = ApplyThreadsFlag();
+  const bool is_bf16 = *precision == model::Precision::kBf16;
 
+  // What the (perhaps capped) CPU runs: oneDNN's ISA and how it does bf16.
+  Peaks peaks;
+  peaks.bf16_support = model::GetBf16Support();  // applies RINGTRAIN_ISA's cap first
+  const std::string isa = model::OnednnIsaName();
+  if (is_bf16 && peaks.bf16_support == model::Bf16Support::kUnavailable) {
+    return Fail(absl::StrFormat(
+        "error: --precision bf16: bf16 is not available on this CPU (oneDNN ISA %s has no bf16 "
+        "matmul); use --precision fp32",
+        isa));
+  }
   auto created = model::Gpt::Create(config, model::GptOptions{*precision, recompute, batch});
-  if (!created.ok()) return Fail(std::string(created.status().message()));
+  if (!created.ok()) return Fail(created.status());
   std::unique_ptr<model::Gpt> gpt = std::move(created).value();
   const model::ParamLayout& layout = gpt->layout();
   const size_t n_params = layout.total_floats();
@@ -108,7 +124,7 @@ int RunBenchCompute(const std::vector<std::string>& positional) {
   const float grad_scale = 1.0f / static_cast<float>(static_cast<int64_t>(batch) * T * accum);
   double optim_ms = 0.0, last_loss = 0.0;
   int64_t t = 0;
-  auto step = [&] {
+  auto step = [&]() -> absl::Status {
     grads.Zero();
     for (int a = 0; a < accum; ++a) {
       for (int32_t& x : tokens) x = static_cast<int32_t>(rng() % config.vocab_size);
@@ -121,17 +137,20 @@ int RunBenchCompute(const std::vector<std::string>& positional) {
       last_loss = gpt->ForwardBackward(params.span(), in.data(), out.data(), batch, grad_scale,
                                        grads.span()) /
                   (static_cast<double>(batch) * T);
+      if (!gpt->status().ok()) return gpt->status();
     }
     Stopwatch sw;
     adamw.Step(params.span(), grads.span(), 1e-4f, ++t);
     optim_ms += sw.ElapsedMs();
+    return absl::OkStatus();
   };
 
-  // The host is shared: measure the peak before and after the timed steps and keep the
+  // The host is shared: measure the peaks before and after the timed steps and keep the
   // better figure, so that a busy moment cannot inflate MFU.
-  double peak_fp32 = MatmulPeakGflops(model::MatType::kF32, 2048, 3);
-  double peak_bf16 = MatmulPeakGflops(model::MatType::kBf16, 2048, 4);
-  for (int i = 0; i < warmup; ++i) step();
+  if (absl::Status s = MeasurePeaks(is_bf16, &peaks); !s.ok()) return Fail(s);
+  for (int i = 0; i < warmup; ++i) {
+    if (absl::Status s = step(); !s.ok()) return Fail(s);
+  }
   gpt->TakeProfile();  // drop warm-up times
   gpt->EnableProfile(profile);
   optim_ms = 0.0;
@@ -139,15 +158,14 @@ int RunBenchCompute(const std::vector<std::string>& positional) {
   Stopwatch total;
   for (int i = 0; i < steps; ++i) {
     Stopwatch sw;
-    step();
+    if (absl::Status s = step(); !s.ok()) return Fail(s);
     step_ms.push_back(sw.ElapsedMs());
   }
   const double seconds = total.ElapsedSeconds();
   model::LayerProfile prof = gpt->TakeProfile();
 
-  peak_fp32 = std::max(peak_fp32, MatmulPeakGflops(model::MatType::kF32, 2048, 3));
-  peak_bf16 = std::max(peak_bf16, MatmulPeakGflops(model::MatType::kBf16, 2048, 4));
-  const bool is_bf16 = *precision == model::Precision::kBf16;
+  if (absl::Status s = MeasurePeaks(is_bf16, &peaks); !s.ok()) return Fail(s);
+  const double peak_fp32 = peaks.fp32.gflops, peak_bf16 = peaks.bf16.gflops;
   const double peak = is_bf16 ? peak_bf16 : peak_fp32;
 
   const double tokens_per_step = static_cast<double>(batch) * T * accum;
@@ -161,7 +179,7 @@ int RunBenchCompute(const std::vector<std::string>& positional) {
   const double activation_mb = static_cast<double>(gpt->ActivationBytes()) / (1 << 20);
   const double rss = PeakRssMb();
 
-  std::printf("bench compute: %s, %s, recompute=%s, threads=%d, cpu %s\n",
+  std::printf("bench compute: %s, %s, recompute=%s, threads=%d, %s\n",
               config.ToString().c_str(), model::PrecisionName(*precision), recompute ? "on" : "off",
               threads, DescribeCpu().c_str());
   std::printf("  params            %12zu (flop params %zu)\n", n_params, layout.flop_params());
@@ -173,10 +191,25 @@ int RunBenchCompute(const std::vector<std::string>& positional) {
   std::printf("  tokens/s          %12.1f\n", tokens_per_s);
   std::printf("  achieved          %12.1f GFLOP/s (%.3g GFLOP/token)\n", achieved,
               flops_per_token * 1e-9);
+  std::printf("  oneDNN ISA        %12s (bf16 %s)\n", isa.c_str(),
+              model::Bf16SupportName(peaks.bf16_support));
   std::printf(
-      "  matmul peak       %12.1f GFLOP/s fp32, %.1f bf16 (oneDNN 2048^3, same threads, best "
-      "before/after)\n",
-      peak_fp32, peak_bf16);
+      "  matmul peak fp32  %12.1f GFLOP/s (%s; oneDNN 2048^3, same threads, best before/after)\n",
+      peak_fp32, peaks.fp32.impl.c_str());
+  switch (peaks.bf16_support) {
+    case model::Bf16Support::kNative:
+      std::printf("  matmul peak bf16  %12.1f GFLOP/s (%s)\n", peak_bf16, peaks.bf16.impl.c_str());
+      break;
+    case model::Bf16Support::kEmulated:
+      std::printf(
+          "  matmul peak bf16  %12.1f GFLOP/s (%s): emulated, no avx512_bf16/AMX in ISA %s, "
+          "%.1fx slower than fp32\n",
+          peak_bf16, peaks.bf16.impl.c_str(), isa.c_str(), peak_fp32 / peak_bf16);
+      break;
+    case model::Bf16Support::kUnavailable:
+      std::printf("  bf16: not available on this CPU (ISA %s)\n", isa.c_str());
+      break;
+  }
   std::printf("  MFU               %12.1f %% of the %s peak\n", 100.0 * mfu,
               model::PrecisionName(*precision));
   std::printf("  activations       %12.1f MB\n", activation_mb);
@@ -202,10 +235,12 @@ int RunBenchCompute(const std::vector<std::string>& positional) {
       "\"dim\":%d,\"seq_len\":%d,\"batch\":%d,\"accum\":%d,\"vocab\":%d,\"recompute\":%s,"
       "\"params\":%zu,\"steps\":%d,\"step_ms\":%.3f,\"tokens_per_s\":%.2f,"
       "\"achieved_gflops\":%.2f,\"peak_gflops\":%.2f,\"peak_fp32_gflops\":%.2f,"
-      "\"peak_bf16_gflops\":%.2f,\"mfu\":%.4f,\"activation_mb\":%.1f,\"peak_rss_mb\":%.1f}\n",
+      "\"peak_bf16_gflops\":%.2f,\"isa\":\"%s\",\"bf16\":\"%s\",\"mfu\":%.4f,"
+      "\"activation_mb\":%.1f,\"peak_rss_mb\":%.1f}\n",
       model::PrecisionName(*precision), threads, config.n_layers, config.n_heads, config.dim, T,
       batch, accum, config.vocab_size, recompute ? "true" : "false", n_params, steps, mean_ms,
-      tokens_per_s, achieved, peak, peak_fp32, peak_bf16, mfu, activation_mb, rss);
+      tokens_per_s, achieved, peak, peak_fp32, peak_bf16, isa.c_str(),
+      model::Bf16SupportName(peaks.bf16_support), mfu, activation_mb, rss);
   return 0;
 }
 

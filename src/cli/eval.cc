@@ -60,6 +60,7 @@ absl::Status Eval() {
   ASSIGN_OR_RETURN(std::unique_ptr<model::Gpt> gpt, model::Gpt::Create(m.config, options));
   Stopwatch watch;
   train::EvalResult r = train::EvaluateWindows(*gpt, m.params.span(), *val, windows);
+  RETURN_IF_ERROR(gpt->status());
   const double seconds = watch.ElapsedSeconds();
 
   std::printf("checkpoint   %s (step %lld, %s)\n", m.path.c_str(), static_cast<long long>(m.step),

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -15,8 +16,10 @@
 ABSL_FLAG(int, peers, 8, "plan: number of peers in the ring");
 ABSL_FLAG(double, ram_gb, 32, "plan: RAM per peer, GB (1e9 bytes)");
 ABSL_FLAG(double, reserve_gb, 1.5, "plan: RAM kept for the OS, page cache and process, GB");
-ABSL_FLAG(double, gflops, 0,
-          "plan: achieved GFLOP/s per peer (from `ringtrain bench compute`); 0 = no time estimate");
+ABSL_FLAG(std::string, gflops, "0",
+          "plan: achieved GFLOP/s (from `ringtrain bench compute`): one figure for every peer "
+          "(120) or one per peer (120,120,80,60: as many as --peers); 0 = no time estimate");
+ABSL_DECLARE_FLAG(double, max_skew);  // train's (src/cli/train.cc): plan splits as train does
 ABSL_FLAG(double, link_mbps, 1000, "plan: bottleneck link bandwidth of the ring, Mbit/s");
 ABSL_FLAG(double, rtt_ms, 0.5, "plan: round-trip time per ring hop, ms");
 
@@ -24,6 +27,31 @@ namespace rt::cli {
 namespace {
 
 std::string Gb(double bytes) { return absl::StrFormat("%.2f GB", bytes / 1e9); }
+
+// The step as `train` runs it: each peer's share of the global batch, split equally
+// (--balance off) and by speed (--balance on), and the predicted step time of both.
+void PrintStepTime(const train::RunPlan& p) {
+  const size_t n = p.peer_gflops.size();
+  bool equal_peers = true;
+  for (double g : p.peer_gflops) equal_peers = equal_peers && g == p.peer_gflops[0];
+  absl::PrintF("\nstep time (slowest share + communication not hidden, suggested codec)\n");
+  if (equal_peers) {
+    absl::PrintF(
+        "  %.3f s per step, %.0f tokens/s (%d peers at %.0f GFLOP/s: balancing changes "
+        "nothing)\n",
+        p.balanced_step_s, p.balanced_tokens_per_s, static_cast<int>(n), p.peer_gflops[0]);
+    return;
+  }
+  absl::PrintF("  %-6s %9s %13s %16s\n", "peer", "GFLOP/s", "slots equal", "slots balanced");
+  for (size_t i = 0; i < n; ++i) {
+    absl::PrintF("  %-6d %9.1f %13d %16d\n", static_cast<int>(i), p.peer_gflops[i],
+                 p.equal_shares[i], p.balanced_shares[i]);
+  }
+  absl::PrintF("  --balance off  %8.3f s per step  %10.0f tokens/s\n", p.equal_step_s,
+               p.equal_tokens_per_s);
+  absl::PrintF("  --balance on   %8.3f s per step  %10.0f tokens/s  (%.2fx)\n", p.balanced_step_s,
+               p.balanced_tokens_per_s, p.balanced_tokens_per_s / p.equal_tokens_per_s);
+}
 
 int RunPlan(const std::vector<std::string>& positional) {
   if (!positional.empty()) {
@@ -48,7 +76,14 @@ int RunPlan(const std::vector<std::string>& positional) {
   in.peers = absl::GetFlag(FLAGS_peers);
   in.ram_bytes = absl::GetFlag(FLAGS_ram_gb) * 1e9;
   in.reserve_bytes = absl::GetFlag(FLAGS_reserve_gb) * 1e9;
-  in.gflops = absl::GetFlag(FLAGS_gflops);
+  absl::StatusOr<std::vector<double>> gflops =
+      train::ParsePeerGflops(absl::GetFlag(FLAGS_gflops), in.peers);
+  if (!gflops.ok()) {
+    std::fprintf(stderr, "ringtrain plan: %s\n", std::string(gflops.status().message()).c_str());
+    return 2;
+  }
+  in.gflops = *gflops;
+  in.max_skew = absl::GetFlag(FLAGS_max_skew);
   in.link_bps = absl::GetFlag(FLAGS_link_mbps) * 1e6 / 8;
   in.rtt_s = absl::GetFlag(FLAGS_rtt_ms) * 1e-3;
   in.compress = absl::GetFlag(FLAGS_compress);
@@ -90,37 +125,41 @@ int RunPlan(const std::vector<std::string>& positional) {
 
   absl::PrintF("\ncommunication per step (ring of %d, %.0f Mbit/s, %.2f ms RTT)\n", in.peers,
                absl::GetFlag(FLAGS_link_mbps), absl::GetFlag(FLAGS_rtt_ms));
-  if (in.gflops > 0) {
-    absl::PrintF(
-        "  compute %.2f s per step at %.0f GFLOP/s; last backward %.2f s hides communication\n",
-        p.compute_s, in.gflops, p.backward_s);
+  const bool timed = !p.peer_gflops.empty();
+  if (timed) {
+    absl::PrintF("  compute %.2f s per step (balanced); last backward %.2f s hides communication\n",
+                 p.compute_s, p.backward_s);
   }
-  absl::PrintF("  %-12s %12s %10s %s\n", "codec", "wire bytes", "seconds",
-               in.gflops > 0 ? "hidden" : "");
+  absl::PrintF("  %-12s %12s %10s %s\n", "codec", "wire bytes", "seconds", timed ? "hidden" : "");
   std::vector<std::string> codec_json;
   for (const train::CodecEstimate& e : p.codecs) {
     absl::PrintF("  %-12s %12s %10.3f %s\n", e.codec, Gb(e.wire_bytes), e.seconds,
-                 in.gflops > 0 ? (e.hides ? "yes" : "no") : "");
+                 timed ? (e.hides ? "yes" : "no") : "");
     codec_json.push_back(
         absl::StrFormat("{\"codec\":\"%s\",\"wire_bytes\":%.0f,\"seconds\":%.6f,\"hides\":%s}",
                         e.codec, e.wire_bytes, e.seconds, e.hides ? "true" : "false"));
   }
   absl::PrintF("  suggested --compress %s\n", p.recommended_codec);
+  if (timed) PrintStepTime(p);
 
   absl::PrintF(
       "{\"params\":%zu,\"flops_per_token\":%.0f,\"tokens_per_step\":%lld,\"memory_bytes\":%.0f,"
       "\"activation_bytes\":%.0f,\"ram_bytes\":%.0f,\"fits\":%s,\"max_batch\":%d,"
-      "\"compute_s\":%.6f,\"codecs\":[%s],\"suggested_compress\":\"%s\"}\n",
+      "\"compute_s\":%.6f,\"codecs\":[%s],\"suggested_compress\":\"%s\",\"peer_gflops\":[%s],"
+      "\"equal_slots\":[%s],\"balanced_slots\":[%s],\"equal_step_s\":%.6f,"
+      "\"balanced_step_s\":%.6f,\"equal_tokens_per_s\":%.1f,\"balanced_tokens_per_s\":%.1f}\n",
       p.n_params, p.flops_per_token, static_cast<long long>(p.tokens_per_step), p.total,
       p.activations, in.ram_bytes, p.fits ? "true" : "false", p.max_batch_that_fits, p.compute_s,
-      absl::StrJoin(codec_json, ","), p.recommended_codec);
+      absl::StrJoin(codec_json, ","), p.recommended_codec, absl::StrJoin(p.peer_gflops, ","),
+      absl::StrJoin(p.equal_shares, ","), absl::StrJoin(p.balanced_shares, ","), p.equal_step_s,
+      p.balanced_step_s, p.equal_tokens_per_s, p.balanced_tokens_per_s);
   return 0;
 }
 
 std::vector<std::string> PlanFlags() {
   std::vector<std::string> flags = ModelFlagNames();
-  for (const char* f :
-       {"vocab", "compress", "peers", "ram_gb", "reserve_gb", "gflops", "link_mbps", "rtt_ms"}) {
+  for (const char* f : {"vocab", "compress", "peers", "ram_gb", "reserve_gb", "gflops", "max_skew",
+                        "link_mbps", "rtt_ms"}) {
     flags.emplace_back(f);
   }
   return flags;
@@ -131,11 +170,14 @@ std::vector<std::string> PlanFlags() {
 const Subcommand& PlanSubcommand() {
   static const Subcommand sub{
       "plan", "Memory per peer and predicted step time of a model on N peers",
-      "ringtrain plan [model flags] [--vocab V] --peers N [--ram-gb 32] [--gflops G]\n"
-      "               [--link-mbps 1000] [--rtt-ms 0.5] [--compress ...]\n"
+      "ringtrain plan [model flags] [--vocab V] --peers N [--ram-gb 32] [--gflops G|G1,G2,...]\n"
+      "               [--max-skew 8] [--link-mbps 1000] [--rtt-ms 0.5] [--compress ...]\n"
       "Prints memory per peer (exact for what ringtrain allocates), the largest --batch that\n"
       "fits, and per codec the bytes each peer sends per step and the predicted time; with\n"
-      "--gflops (from `ringtrain bench compute`) also whether it hides behind backward.",
+      "--gflops (from `ringtrain bench compute`) also whether it hides behind backward and the\n"
+      "predicted step time and tokens/s. One figure per peer plans an unequal fleet: each\n"
+      "peer's share of the global batch (batch x accum x peers sequences) split equally and\n"
+      "by speed as `train --balance on` does, with the step time of both.",
       PlanFlags(), &RunPlan};
   return sub;
 }

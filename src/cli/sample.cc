@@ -113,10 +113,12 @@ absl::Status Sample() {
   };
   std::vector<int32_t> out =
       train::Generate(*gpt, m.params.span(), context, 0, options, keep_logits);
+  RETURN_IF_ERROR(gpt->status());
   if (want_logits && options.max_new_tokens == 0) {
     std::vector<float> logits(m.config.vocab_size);
     const int len = std::min<int>(m.config.seq_len, static_cast<int>(context.size()));
     gpt->LastLogits(m.params.span(), context.data() + context.size() - len, 1, len, logits.data());
+    RETURN_IF_ERROR(gpt->status());
     logits_json.push_back(JsonFloatArray(logits));
   }
   std::vector<int> all(ids.begin(), ids.end());

@@ -103,6 +103,16 @@ class GptImpl {
                          const std::function<void(size_t)>& grad_ready);
   double Loss(const float* params, const int32_t* tokens, const int32_t* targets, int B);
   void LastLogits(const float* params, const int32_t* tokens, int B, int T, float* logits);
+  // One small matmul of the model's precision, so that a precision oneDNN cannot run
+  // on this CPU fails in Create() rather than at the first step.
+  absl::Status ProbeMatmul() {
+    std::vector<float> f(64, 0.0f), out(64);
+    std::vector<bf16_t> h(64, 0);
+    LinearForward(out.data(), Mm(f.data(), h.data()), Mm(f.data(), h.data()), nullptr, 8, 8, 8,
+                  false);
+    return mm_.status();
+  }
+  const absl::Status& matmul_status() const { return mm_.status(); }
 
   GptConfig cfg;
   ParamLayout layout;
@@ -595,8 +605,12 @@ absl::StatusOr<std::unique_ptr<Gpt>> Gpt::Create(const GptConfig& config,
     return absl::InvalidArgumentError(
         absl::StrCat("max_batch must be at least 1, got ", options.max_batch));
   }
-  return std::unique_ptr<Gpt>(new Gpt(std::make_unique<GptImpl>(config, options)));
+  auto impl = std::make_unique<GptImpl>(config, options);
+  if (absl::Status s = impl->ProbeMatmul(); !s.ok()) return s;
+  return std::unique_ptr<Gpt>(new Gpt(std::move(impl)));
 }
+
+const absl::Status& Gpt::status() const { return impl_->matmul_status(); }
 
 const GptConfig& Gpt::config() const { return impl_->cfg; }
 const ParamLayout& Gpt::layout() const { return impl_->layout; }
@@ -657,8 +671,9 @@ double Gpt::ForwardBackward(absl::Span<const float> params, const int32_t* token
       !TokensInRange(targets, n, c.vocab_size)) {
     return std::numeric_limits<double>::quiet_NaN();
   }
-  return impl_->ForwardBackward(params.data(), tokens, targets, B, grad_scale, grads.data(),
-                                grad_ready);
+  const double loss = impl_->ForwardBackward(params.data(), tokens, targets, B, grad_scale,
+                                             grads.data(), grad_ready);
+  return status().ok() ? loss : std::numeric_limits<double>::quiet_NaN();
 }
 
 double Gpt::Loss(absl::Span<const float> params, const int32_t* tokens, const int32_t* targets,
@@ -669,7 +684,8 @@ double Gpt::Loss(absl::Span<const float> params, const int32_t* tokens, const in
       !TokensInRange(tokens, n, c.vocab_size) || !TokensInRange(targets, n, c.vocab_size)) {
     return std::numeric_limits<double>::quiet_NaN();
   }
-  return impl_->Loss(params.data(), tokens, targets, B);
+  const double loss = impl_->Loss(params.data(), tokens, targets, B);
+  return status().ok() ? loss : std::numeric_limits<double>::quiet_NaN();
 }
 
 void Gpt::LastLogits(absl::Span<const float> params, const int32_t* tokens, int B, int T,
@@ -683,6 +699,10 @@ void Gpt::LastLogits(absl::Span<const float> params, const int32_t* tokens, int 
     return;
   }
   impl_->LastLogits(params.data(), tokens, B, T, logits);
+  if (!status().ok()) {
+    std::fill(logits, logits + static_cast<int64_t>(B) * c.vocab_size,
+              std::numeric_limits<float>::quiet_NaN());
+  }
 }
 
 void Gpt::EnableProfile(bool on) { impl_->profiling = on; }

@@ -41,7 +41,8 @@ class GptImpl;
 
 class Gpt {
  public:
-  // Errors: invalid config (Validate's message), max_batch < 1.
+  // Errors: invalid config (Validate's message), max_batch < 1, a precision oneDNN
+  // cannot run here (the message names the matmul and oneDNN's ISA).
   static absl::StatusOr<std::unique_ptr<Gpt>> Create(const GptConfig& config,
                                                      const GptOptions& options);
   ~Gpt();
@@ -71,6 +72,12 @@ class Gpt {
   // (1 <= T <= seq_len, 1 <= B <= max_batch); tokens are (B,T) row-major.
   void LastLogits(absl::Span<const float> params, const int32_t* tokens, int B, int T,
                   float* logits);
+
+  // The first oneDNN failure of any call so far (OK if none); it stays. A call that
+  // failed returns NaN (loss, logits) and leaves NaN in grads: callers check status()
+  // after ForwardBackward/Loss/LastLogits and return it. Create() already fails where
+  // oneDNN cannot run the model's precision at all (bf16 under an AVX2 cap).
+  const absl::Status& status() const;
 
   size_t ActivationBytes() const;  // bytes held for activations at max_batch (for reports)
   // What ActivationBytes() would be for a model created with these arguments, computed

@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/cpu_features.h"
+#include "model/matmul.h"
 
 namespace rt::model {
 
@@ -12,8 +13,10 @@ absl::StatusOr<Precision> ParsePrecision(absl::string_view s) {
   if (s == "bf16") return Precision::kBf16;
   if (s == "auto") {
     // Native bf16 only (AMX implies AVX512-BF16); RINGTRAIN_ISA below avx512bf16 means
-    // this peer should behave like a CPU without it, so fp32.
-    return ActiveIsa() >= Isa::kAvx512Bf16 ? Precision::kBf16 : Precision::kFp32;
+    // this peer should behave like a CPU without it, so fp32. oneDNN must run it natively
+    // too: under ONEDNN_MAX_CPU_ISA=AVX512_CORE it emulates bf16 at a fraction of fp32.
+    return ActiveIsa() >= Isa::kAvx512Bf16 && OneDnnHasNativeBf16() ? Precision::kBf16
+                                                                    : Precision::kFp32;
   }
   return absl::InvalidArgumentError(
       absl::StrCat("unknown precision '", s, "' (expected fp32, bf16 or auto)"));

@@ -20,7 +20,8 @@ inline constexpr float kLayerNormEpsilon = 1e-5f;
 // are always fp32; kBf16 only rounds matmul inputs to bfloat16.
 enum class Precision { kFp32, kBf16 };
 
-// "fp32" | "bf16" | "auto" (auto = bf16 iff the CPU has AVX-512-BF16 or AMX).
+// "fp32" | "bf16" | "auto" (auto = bf16 iff the CPU has AVX-512-BF16 or AMX and oneDNN,
+// perhaps capped, runs bf16 natively; see OneDnnHasNativeBf16()).
 // The error names the bad value.
 absl::StatusOr<Precision> ParsePrecision(absl::string_view s);
 const char* PrecisionName(Precision p);  // "fp32" | "bf16"

@@ -20,6 +20,7 @@ EvalResult EvaluateWindows(model::Gpt& gpt, absl::Span<const float> params,
                                 starts.begin() + std::min(starts.size(), i + max_batch));
     data::ReadWindows(dataset, chunk, T, tokens.data(), targets.data());
     loss_sum += gpt.Loss(params, tokens.data(), targets.data(), static_cast<int>(chunk.size()));
+    if (!gpt.status().ok()) break;  // loss_sum is NaN; the caller reports gpt.status()
   }
   EvalResult r;
   r.tokens = static_cast<int64_t>(starts.size()) * T;

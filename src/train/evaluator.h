@@ -21,6 +21,7 @@ struct EvalResult {
 
 // Mean loss over the windows starting at `starts` (each seq_len + 1 tokens), in
 // batches of at most gpt.options().max_batch. Deterministic for a thread count.
+// Stops at a oneDNN failure (loss NaN): callers check gpt.status() after it.
 EvalResult EvaluateWindows(model::Gpt& gpt, absl::Span<const float> params,
                            const data::TokenDataset& dataset, const std::vector<uint64_t>& starts);
 

@@ -1,11 +1,16 @@
 // PlanRun: memory and time arithmetic behind `ringtrain plan` (see run_plan.h).
 #include "train/run_plan.h"
 
+#include <algorithm>
 #include <cmath>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "core/status_macros.h"
+#include "train/slot_balancer.h"
 
 namespace rt::train {
 namespace {
@@ -34,6 +39,13 @@ absl::StatusOr<RunPlan> PlanRun(const RunPlanInputs& in) {
     return absl::InvalidArgumentError(absl::StrCat("--accum must be >= 1, got ", in.accum));
   if (in.ram_bytes <= 0) return absl::InvalidArgumentError("--ram-gb must be positive");
   if (in.link_bps <= 0) return absl::InvalidArgumentError("--link-mbps must be positive");
+  if (in.gflops.size() > 1 && static_cast<int>(in.gflops.size()) != in.peers) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--gflops lists %d peers, --peers is %d", in.gflops.size(), in.peers));
+  }
+  for (double g : in.gflops) {
+    if (!(g > 0)) return absl::InvalidArgumentError("--gflops values must be positive");
+  }
 
   RunPlan p;
   const model::ParamLayout layout(in.config);
@@ -82,11 +94,45 @@ absl::StatusOr<RunPlan> PlanRun(const RunPlanInputs& in) {
   p.flops_per_token = 6.0 * static_cast<double>(p.flop_params) + 12.0 * L * T * D;
   p.tokens_per_step =
       static_cast<int64_t>(in.options.max_batch) * in.accum * in.config.seq_len * in.peers;
-  if (in.gflops > 0) {
-    const double local_tokens = static_cast<double>(in.options.max_batch) * in.accum * T;
-    p.compute_s = local_tokens * p.flops_per_token / (in.gflops * 1e9);
-    // Backward is ~2/3 of the FLOPs; only the last micro-step's backward overlaps.
-    p.backward_s = p.compute_s / in.accum * 2.0 / 3.0;
+  // Per peer: seconds per slot (one sequence forward + backward) at its speed.
+  std::vector<double> slot_s;
+  for (int i = 0; i < in.peers && !in.gflops.empty(); ++i) {
+    p.peer_gflops.push_back(in.gflops.size() == 1 ? in.gflops[0] : in.gflops[i]);
+    slot_s.push_back(T * p.flops_per_token / (p.peer_gflops.back() * 1e9));
+  }
+  // The compute of a split, and the backward of the last micro-step of the peer that
+  // finishes last (backward is ~2/3 of the FLOPs; only that one overlaps the exchange).
+  struct SplitTime {
+    double compute_s = 0, backward_s = 0;
+  };
+  auto time_of = [&](const std::vector<int>& shares) {
+    SplitTime t;
+    for (size_t i = 0; i < shares.size(); ++i) {
+      if (shares[i] * slot_s[i] < t.compute_s || shares[i] == 0) continue;
+      t.compute_s = shares[i] * slot_s[i];
+      t.backward_s = std::min(shares[i], in.options.max_batch) * slot_s[i] * 2.0 / 3.0;
+    }
+    return t;
+  };
+  SplitTime equal, balanced;
+  if (!slot_s.empty()) {
+    const int slots = in.options.max_batch * in.accum * in.peers;
+    p.equal_shares = SlotBalancer::EqualShares(slots, in.peers);
+    // As SlotBalancer::Assign: every peer at least one slot unless it is more than
+    // --max-skew times slower than the fastest.
+    const double fastest = *std::min_element(slot_s.begin(), slot_s.end());
+    std::vector<int> min_share(slot_s.size());
+    int eligible = 0;
+    for (size_t i = 0; i < slot_s.size(); ++i) {
+      min_share[i] = slot_s[i] <= in.max_skew * fastest ? 1 : 0;
+      eligible += min_share[i];
+    }
+    if (eligible > slots) std::fill(min_share.begin(), min_share.end(), 0);
+    p.balanced_shares = SlotBalancer::BestShares(slots, slot_s, min_share);
+    equal = time_of(p.equal_shares);
+    balanced = time_of(p.balanced_shares);
+    p.compute_s = balanced.compute_s;
+    p.backward_s = balanced.backward_s;
   }
 
   const double hops = in.peers <= 1 ? 0 : 2.0 * (in.peers - 1);
@@ -95,7 +141,7 @@ absl::StatusOr<RunPlan> PlanRun(const RunPlanInputs& in) {
     e.codec = codec;
     e.wire_bytes = bytes;
     e.seconds = in.peers <= 1 ? 0 : bytes / in.link_bps + hops * in.rtt_s;
-    e.hides = in.gflops > 0 && e.seconds <= p.backward_s;
+    e.hides = !slot_s.empty() && e.seconds <= p.backward_s;
     p.codecs.push_back(e);
   };
   add("none", DenseRingBytes(n, 4, in.peers));
@@ -117,7 +163,38 @@ absl::StatusOr<RunPlan> PlanRun(const RunPlanInputs& in) {
     }
     p.recommended_codec = best->codec;
   }
+  if (!slot_s.empty()) {
+    double comm_s = 0;
+    for (const CodecEstimate& e : p.codecs) {
+      if (e.codec == p.recommended_codec) comm_s = e.seconds;
+    }
+    const double tokens = static_cast<double>(p.tokens_per_step);
+    p.equal_step_s = equal.compute_s + std::max(0.0, comm_s - equal.backward_s);
+    p.balanced_step_s = balanced.compute_s + std::max(0.0, comm_s - balanced.backward_s);
+    p.equal_tokens_per_s = tokens / p.equal_step_s;
+    p.balanced_tokens_per_s = tokens / p.balanced_step_s;
+  }
   return p;
+}
+
+absl::StatusOr<std::vector<double>> ParsePeerGflops(absl::string_view text, int peers) {
+  text = absl::StripAsciiWhitespace(text);
+  if (text.empty() || text == "0") return std::vector<double>{};
+  std::vector<double> out;
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    double g = 0;
+    if (!absl::SimpleAtod(absl::StripAsciiWhitespace(item), &g) || !(g > 0) || !std::isfinite(g)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--gflops: '", item, "' is not a positive GFLOP/s figure (e.g. 120 or 120,120,80,60)"));
+    }
+    out.push_back(g);
+  }
+  if (out.size() > 1 && static_cast<int>(out.size()) != peers) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--gflops lists %d figures for --peers %d: give one (every peer) or one per peer",
+        out.size(), peers));
+  }
+  return out;
 }
 
 }  // namespace rt::train

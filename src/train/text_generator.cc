@@ -69,6 +69,7 @@ std::vector<int32_t> Generate(
   for (int n = 0; n < options.max_new_tokens; ++n) {
     const int len = std::min<int>(T, static_cast<int>(context.size()));
     gpt.LastLogits(params, context.data() + context.size() - len, 1, len, logits.data());
+    if (!gpt.status().ok()) break;  // the caller reports gpt.status()
     const int id = SampleFromLogits(logits, options.temperature, options.top_k, &rng);
     out.push_back(id);
     context.push_back(id);

@@ -31,7 +31,8 @@ int SampleFromLogits(absl::Span<const float> logits, float temperature, int top_
 // Extends `prompt` (ids, may be empty: generation then starts from `start_id`) by up
 // to max_new_tokens ids. The model sees the last seq_len ids at each step (a sliding
 // window). Returns only the new ids; on_token (optional) sees each as it is drawn,
-// with the logits (vocab floats, valid during the call) it was drawn from.
+// with the logits (vocab floats, valid during the call) it was drawn from. Stops at a
+// oneDNN failure: callers check gpt.status() after it.
 std::vector<int32_t> Generate(
     model::Gpt& gpt, absl::Span<const float> params, std::vector<int32_t> prompt, int start_id,
     const SampleOptions& options,

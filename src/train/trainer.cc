@@ -236,6 +236,7 @@ absl::Status Trainer::Run() {
 
     if (config_.eval_every > 0 && (step_ % config_.eval_every == 0 || last) && !stop) {
       EvalResult e = Evaluate();
+      RETURN_IF_ERROR(gpt_->status());
       m.val_loss = e.loss;
       if (std::isfinite(e.bpb)) m.val_bpb = e.bpb;
     }
@@ -257,6 +258,7 @@ absl::Status Trainer::Run() {
 
 absl::Status Trainer::EvaluateUntrained() {
   EvalResult e = Evaluate();
+  RETURN_IF_ERROR(gpt_->status());
   StepMetrics m;
   m.loss = e.loss;
   m.peers = reducer_->peers();
@@ -339,7 +341,11 @@ absl::Status Trainer::TrainStep(StepMetrics* metrics) {
   const float grad_scale = 1.0f / static_cast<float>(global_tokens);
   std::vector<int32_t> tokens(static_cast<size_t>(config_.batch) * T);
   std::vector<int32_t> targets(tokens.size());
-  std::function<void(size_t)> on_ready = [this](size_t offset) { reducer_->OnGradReady(offset); };
+  // A oneDNN failure (model/matmul.h) leaves NaN in the gradients: they must not reach
+  // the other peers, so the reducer hears of ready gradients only while the model is fine.
+  std::function<void(size_t)> on_ready = [this](size_t offset) {
+    if (gpt_->status().ok()) reducer_->OnGradReady(offset);
+  };
   StepTotals totals;
   Stopwatch compute_watch;  // forward+backward of this peer's share: its speed
   for (size_t first = 0; first < my_slots.size(); first += config_.batch) {
@@ -359,6 +365,11 @@ absl::Status Trainer::TrainStep(StepMetrics* metrics) {
     totals.loss_sum += gpt_->ForwardBackward(params_.span(), tokens.data(), targets.data(),
                                              static_cast<int>(count), grad_scale, grads_.span(),
                                              last_micro_step ? on_ready : nullptr);
+    if (!gpt_->status().ok()) {
+      // Internal: fatal (StepFailed returns it); this peer leaves, the others carry on.
+      reducer_->Abort(gpt_->status());
+      return gpt_->status();
+    }
     totals.tokens += static_cast<int64_t>(count) * T;
   }
   if (my_slots.empty()) reducer_->OnGradReady(0);  // nothing to add: all final at once
