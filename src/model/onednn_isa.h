@@ -2,7 +2,8 @@
 //
 // RINGTRAIN_ISA caps oneDNN too, so that `RINGTRAIN_ISA=avx2` on an AVX-512 machine
 // runs what an AVX2 VPS would run, matmuls included. oneDNN takes a cap only before
-// its first JIT kernel, so MatmulEngine applies it on construction, once per process;
+// its first JIT kernel (or the first query of its ISA), so MatmulEngine applies it
+// before it first creates an engine, once per process;
 // a test's SetIsaCapForTest does not reach oneDNN. An explicit ONEDNN_MAX_CPU_ISA in
 // the environment is left alone (the user chose it).
 #pragma once

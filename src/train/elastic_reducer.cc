@@ -522,6 +522,7 @@ absl::Status ElasticReducer::LoadSnapshot(const cluster::StateSnapshot& snap) {
                           sec->bytes.size(), buf.size() * sizeof(float)));
     }
   }
+  if (state_.before_overwrite) state_.before_overwrite();
   for (const auto& [name, buf] : state_.buffers) {
     const cluster::StateSection* sec = snap.Find(name);
     if (!sec->bytes.empty()) std::memcpy(buf.data(), sec->bytes.data(), sec->bytes.size());

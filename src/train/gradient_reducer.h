@@ -57,6 +57,9 @@ struct StepTotals {
 struct TrainStateRef {
   int64_t* step = nullptr;
   std::vector<std::pair<std::string, absl::Span<float>>> buffers;
+  // Called (on the training thread) right before the buffers are overwritten with a
+  // received state: the trainer finishes a checkpoint that still reads them. May be empty.
+  std::function<void()> before_overwrite;
 };
 
 // What the loop does at a step boundary.

@@ -31,7 +31,9 @@ std::string StepMetricsJson(const StepMetrics& m) {
   if (m.time_s > 0) absl::StrAppend(&s, ",\"time\":", absl::StrFormat("%.3f", m.time_s));
   absl::StrAppend(&s, ",\"slots\":", m.slots, ",\"wait_ms\":", Number(m.wait_ms));
   // Checkpoints: failed writes in a row (0 when the last one worked; trainer.h).
-  absl::StrAppend(&s, ",\"ckpt_failures\":", m.ckpt_failures);
+  absl::StrAppend(&s, ",\"ckpt_failures\":", m.ckpt_failures,
+                  ",\"ckpt_wait_ms\":", Number(m.ckpt_wait_ms));
+  if (m.rss_mb >= 0) absl::StrAppend(&s, ",\"rss_mb\":", absl::StrFormat("%.1f", m.rss_mb));
   if (m.val_loss) absl::StrAppend(&s, ",\"val_loss\":", Number(*m.val_loss));
   if (m.val_bpb) absl::StrAppend(&s, ",\"val_bpb\":", Number(*m.val_bpb));
   s += "}";

@@ -34,7 +34,11 @@ struct StepMetrics {
   // step's end (the agreed compute times: slowest minus this peer's, at most comm_ms).
   int slots = 0;
   double wait_ms = 0;
-  int ckpt_failures = 0;   // consecutive failed checkpoint writes of this peer so far
+  int ckpt_failures = 0;  // consecutive failed checkpoint writes of this peer so far
+  // How long this step's optimizer update waited for a checkpoint written in the
+  // background (train/background_checkpoint.h): what was not yet durable. 0 mostly.
+  double ckpt_wait_ms = 0;
+  double rss_mb = -1;      // this process's resident memory at the step's end (-1 unknown)
   std::string param_hash;  // hex
   double time_s = 0;       // when the step ended, unix seconds (0: not written)
   std::optional<double> val_loss, val_bpb;  // only on evaluation steps

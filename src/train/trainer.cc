@@ -15,6 +15,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/status_macros.h"
+#include "observe/system_figures.h"
 #include "optim/grad_clip.h"
 #include "optim/lr_schedule.h"
 #include "train/param_hash.h"
@@ -22,6 +23,15 @@
 
 namespace rt::train {
 namespace {
+
+// This process's resident memory in MB (metrics `rss_mb`), -1 if /proc cannot say.
+double CurrentRssMb() {
+  std::ifstream in("/proc/self/status");
+  std::ostringstream text;
+  text << in.rdbuf();
+  const std::optional<int64_t> bytes = observe::ParseRssBytes(text.str());
+  return bytes ? static_cast<double>(*bytes) / 1e6 : -1.0;
+}
 
 absl::Status WithContext(const absl::Status& s, absl::string_view context) {
   return absl::Status(s.code(), absl::StrCat(context, ": ", s.message()));
@@ -105,9 +115,11 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
       std::make_unique<optim::AdamW>(config.adamw, layout.total_floats(), layout.DecayRanges());
   RETURN_IF_ERROR(t->InitOrResume());
   // An elastic ring serves and replaces this state at step boundaries.
+  Trainer* self = t.get();
   RETURN_IF_ERROR(t->reducer_->AttachState(
       {&t->step_,
-       {{"params", t->params_.span()}, {"adam_m", t->adam_->m()}, {"adam_v", t->adam_->v()}}},
+       {{"params", t->params_.span()}, {"adam_m", t->adam_->m()}, {"adam_v", t->adam_->v()}},
+       /*before_overwrite=*/[self] { self->FinishBackgroundCheckpoint(); }},
       t->loaded_epoch_));
   // A ring starts from the leader's state, whatever each peer loaded (ring_gradient_reducer.h).
   const int64_t loaded_step = t->step_;
@@ -212,6 +224,7 @@ absl::Status Trainer::Run() {
     tokens_seen_ = step_ * static_cast<int64_t>(sampler_->slots()) * mc.seq_len;
     if (action == BoundaryAction::kStop) {
       LogInfo("stopping cleanly at step %d", step_);
+      FinishBackgroundCheckpoint();
       return CheckpointOrCarryOn(/*final=*/true);
     }
     if (step_ >= config_.steps) break;
@@ -245,7 +258,13 @@ absl::Status Trainer::Run() {
 
     if (!config_.ckpt_dir.empty() &&
         ((config_.ckpt_every > 0 && step_ % config_.ckpt_every == 0) || last || stop)) {
-      RETURN_IF_ERROR(CheckpointOrCarryOn(/*final=*/last || stop));
+      if (last || stop) {
+        // The run ends here: this one is written now, and its failure is the run's error.
+        FinishBackgroundCheckpoint();
+        RETURN_IF_ERROR(CheckpointOrCarryOn(/*final=*/true));
+      } else {
+        StartBackgroundCheckpoint();
+      }
     }
     if (stop) {
       LogInfo("stopped cleanly after step %d (a peer was asked to stop)", step_);
@@ -403,6 +422,10 @@ absl::Status Trainer::TrainStep(StepMetrics* metrics) {
   // 5. Clip by the global norm, then one AdamW step (t is 1-based). A preconditioned
   //    step (top-k after its dense warm-up) was divided by the frozen second moment on
   //    every peer before the exchange: momentum only, no clipping (optim/adamw.h).
+  // Parameters and moments change below: a checkpoint still reading them must be done.
+  Stopwatch ckpt_wait_watch;
+  FinishBackgroundCheckpoint();
+  const double ckpt_wait_ms = ckpt_wait_watch.ElapsedMs();
   Stopwatch update_watch;
   const double grad_norm = std::sqrt(optim::SumOfSquares(grads_.span()));
   if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
@@ -434,6 +457,8 @@ absl::Status Trainer::TrainStep(StepMetrics* metrics) {
   m.comm_ms = comm_ms;
   m.slots = totals.slots;
   m.wait_ms = wait_ms;
+  m.ckpt_wait_ms = ckpt_wait_ms;
+  m.rss_mb = CurrentRssMb();
   m.bytes_sent = reducer_->bytes_sent() - bytes_before;
   m.grad_norm = grad_norm;
   m.peers = reducer_->peers();
@@ -450,67 +475,6 @@ absl::Status Trainer::TrainStep(StepMetrics* metrics) {
 
 EvalResult Trainer::Evaluate() {
   return EvaluateWindows(*gpt_, params_.span(), *val_data_, eval_starts_);
-}
-
-absl::Status Trainer::SaveCheckpoint() {
-  if (config_.ckpt_dir.empty() || last_checkpoint_step_ == step_) return absl::OkStatus();
-  if (!reducer_->WritesCheckpoints()) return absl::OkStatus();  // the leader (+ a copy) writes
-  Stopwatch watch;
-  const absl::Status saved = SaveTrainCheckpoint(
-      config_.ckpt_dir, step_, reducer_->epoch(),
-      TrainMetaFields(config_, gpt_->config(), sampler_->slots(), train_data_->fingerprint(),
-                      train_data_->eot_id(), train_data_->manifest().license),
-      params_.span(), adam_->m(), adam_->v(), tokenizer_model_, config_.ckpt_keep);
-  if (board_ && !absl::IsAlreadyExists(saved)) {  // AlreadyExists: another writer was first
-    board_->OnCheckpoint(step_, reducer_->epoch(), config_.ckpt_dir,
-                         saved.ok() ? "" : std::string(saved.message()));
-  }
-  RETURN_IF_ERROR(saved);
-  last_checkpoint_step_ = step_;
-  good_checkpoint_step_ = step_;
-  LogInfo("checkpoint step %d (epoch %d) written to %s in %.0f ms", step_, reducer_->epoch(),
-          config_.ckpt_dir, watch.ElapsedMs());
-  return absl::OkStatus();
-}
-
-absl::Status Trainer::CheckpointOrCarryOn(bool final) {
-  const absl::Status s = SaveCheckpoint();
-  if (absl::IsAlreadyExists(s)) {
-    // Another writer of a shared directory already wrote a later step of this view.
-    LogInfo("%s", s.message());
-    return absl::OkStatus();
-  }
-  if (s.ok()) {
-    if (ckpt_failures_ > 0 && last_checkpoint_step_ == step_) {
-      LogInfo("checkpoints work again (step %d written after %d failed attempt(s))", step_,
-              ckpt_failures_);
-    }
-    ckpt_failures_ = 0;
-    return absl::OkStatus();
-  }
-  ++ckpt_failures_;
-  const std::string newest =
-      good_checkpoint_step_ >= 0 ? absl::StrFormat("step %d", good_checkpoint_step_) : "none";
-  if (final) {
-    return absl::Status(
-        s.code(), absl::StrFormat("training stopped at step %d, but its checkpoint could not be "
-                                  "written: %s (the newest checkpoint this peer wrote or resumed "
-                                  "from in %s: %s)",
-                                  step_, s.message(), config_.ckpt_dir, newest));
-  }
-  // A full or failing disk must not kill the run (nor, one after the other, every peer
-  // that inherits the duty): the state is still in memory, the next interval retries.
-  if (ckpt_failures_ >= kLoudCheckpointFailures) {
-    LogError(
-        "CHECKPOINTS ARE FAILING: %d checkpoint writes in a row failed; the newest checkpoint "
-        "this peer wrote or resumed from in %s: %s. Training goes on, but a crash now loses "
-        "every step since. Last error: %s",
-        ckpt_failures_, config_.ckpt_dir, newest, s.message());
-  } else {
-    LogWarning("checkpoint of step %d failed: %s; training goes on, the next checkpoint retries",
-               step_, s.message());
-  }
-  return absl::OkStatus();
 }
 
 void Trainer::PrintStep(const StepMetrics& m) const {

@@ -27,6 +27,7 @@
 #include "model/gpt.h"
 #include "observe/status_board.h"
 #include "optim/adamw.h"
+#include "train/background_checkpoint.h"
 #include "train/evaluator.h"
 #include "train/gradient_reducer.h"
 #include "train/metrics_writer.h"
@@ -58,7 +59,8 @@ class Trainer {
   // Validation loss on the fixed evaluation windows (eval_batches * batch of them).
   EvalResult Evaluate();
   // Writes a checkpoint of the current step into config.ckpt_dir (if this peer has the
-  // duty and has not written this step yet).
+  // duty and has not written this step yet), now: a background write in flight is
+  // finished first. Run() writes the periodic ones in the background instead.
   absl::Status SaveCheckpoint();
   // After this many failed checkpoint writes in a row the failure is logged as an error.
   static constexpr int kLoudCheckpointFailures = 3;
@@ -81,6 +83,25 @@ class Trainer {
   // goes on; the next interval retries. Only the `final` checkpoint's failure (the run
   // ends here) is returned, naming the newest good checkpoint.
   absl::Status CheckpointOrCarryOn(bool final);
+  // The periodic checkpoint (--ckpt-every): handed to ckpt_writer_, which reads the
+  // live buffers while the next step computes (train/background_checkpoint.h).
+  void StartBackgroundCheckpoint();
+  // Waits for the background write in flight, if any, and accounts for its result as
+  // CheckpointOrCarryOn does for a non-final one (never an error). Called before
+  // anything writes params or moments: the optimizer step and a state replacement.
+  void FinishBackgroundCheckpoint();
+  // SaveTrainCheckpoint of the current buffers as step `step` (any thread).
+  absl::Status WriteCheckpoint(int64_t step, uint64_t epoch) const;
+  // A finished write of `step`: the status board hears of it; success advances
+  // last/good_checkpoint_step_ and is logged.
+  void RecordCheckpoint(int64_t step, const absl::Status& s, double write_ms, bool background);
+  // RecordCheckpoint, then CarryOn: for the background writer's results.
+  absl::Status AccountCheckpoint(int64_t step, const absl::Status& s, double write_ms, bool final);
+  // After a write of `step`: AlreadyExists (another writer was first) and success are
+  // fine; a failure is counted in ckpt_failures_, logged (loudly from
+  // kLoudCheckpointFailures on) and returned only if `final`.
+  absl::Status CarryOn(int64_t step, const absl::Status& s, bool final);
+  absl::Status CheckpointFailed(int64_t step, const absl::Status& s, bool final);
   void PrintStep(const StepMetrics& m) const;
   // The step line, --metrics and the status board.
   absl::Status ReportStep(const StepMetrics& m);
@@ -108,6 +129,8 @@ class Trainer {
   int ckpt_failures_ = 0;              // consecutive failed checkpoint writes
   uint64_t loaded_epoch_ = 0;          // view epoch of the checkpoint resumed from
   bool resumed_ = false;
+  // Last member: destroyed first, it waits for a write that still reads the buffers.
+  BackgroundCheckpoint ckpt_writer_;
 };
 
 }  // namespace rt::train

@@ -111,7 +111,8 @@ std::unique_ptr<Peer> StartPeer(const std::vector<net::HostEntry>& hosts, int ho
 // peer stops kStepsAfterRejoin steps later. Until then the others step slowly (joiners
 // are admitted at step boundaries), for at most a minute.
 absl::Status Train(Peer* p, std::atomic<int64_t>* stop_at, bool rejoining) {
-  RETURN_IF_ERROR(p->reducer->AttachState({&p->step, {{"params", absl::MakeSpan(p->params)}}}, 0));
+  RETURN_IF_ERROR(
+      p->reducer->AttachState({&p->step, {{"params", absl::MakeSpan(p->params)}}, nullptr}, 0));
   std::vector<float> grads(kLength), fed(kLength);
   const absl::Time deadline = absl::Now() + absl::Seconds(60 * kSlow);
   while (p->step < stop_at->load()) {

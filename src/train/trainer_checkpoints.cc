@@ -1,0 +1,117 @@
+// Trainer's checkpoint writing (trainer.h): the periodic checkpoints go to a background
+// writer that reads the live buffers while the next step computes; the final one is
+// written in place. A failed write never stops training, except the final one.
+#include <algorithm>
+#include <optional>
+#include <string>
+
+#include "absl/strings/str_format.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "train/train_checkpoint.h"
+#include "train/trainer.h"
+
+namespace rt::train {
+
+absl::Status Trainer::WriteCheckpoint(int64_t step, uint64_t epoch) const {
+  return SaveTrainCheckpoint(
+      config_.ckpt_dir, step, epoch,
+      TrainMetaFields(config_, gpt_->config(), sampler_->slots(), train_data_->fingerprint(),
+                      train_data_->eot_id(), train_data_->manifest().license),
+      params_.span(), adam_->m(), adam_->v(), tokenizer_model_, config_.ckpt_keep);
+}
+
+absl::Status Trainer::SaveCheckpoint() {
+  FinishBackgroundCheckpoint();
+  if (config_.ckpt_dir.empty() || last_checkpoint_step_ == step_) return absl::OkStatus();
+  if (!reducer_->WritesCheckpoints()) return absl::OkStatus();  // the leader (+ a copy) writes
+  Stopwatch watch;
+  const absl::Status saved = WriteCheckpoint(step_, reducer_->epoch());
+  RecordCheckpoint(step_, saved, watch.ElapsedMs(), /*background=*/false);
+  return saved;
+}
+
+void Trainer::RecordCheckpoint(int64_t step, const absl::Status& s, double write_ms,
+                               bool background) {
+  if (board_ && !absl::IsAlreadyExists(s)) {  // AlreadyExists: another writer was first
+    board_->OnCheckpoint(step, reducer_->epoch(), config_.ckpt_dir,
+                         s.ok() ? "" : std::string(s.message()));
+  }
+  if (!s.ok()) return;
+  last_checkpoint_step_ = std::max(last_checkpoint_step_, step);
+  good_checkpoint_step_ = std::max(good_checkpoint_step_, step);
+  LogInfo("checkpoint step %d (epoch %d) written to %s in %.0f ms%s", step, reducer_->epoch(),
+          config_.ckpt_dir, write_ms, background ? ", beside training" : "");
+}
+
+void Trainer::StartBackgroundCheckpoint() {
+  if (config_.ckpt_dir.empty() || last_checkpoint_step_ == step_) return;
+  if (!reducer_->WritesCheckpoints()) return;
+  // The writer gets the step and epoch by value; the buffers it reads are written only
+  // by the optimizer step and a state replacement, and both wait for it first.
+  const int64_t step = step_;
+  const uint64_t epoch = reducer_->epoch();
+  std::optional<BackgroundCheckpoint::Result> earlier =
+      ckpt_writer_.Start(step, [this, step, epoch] { return WriteCheckpoint(step, epoch); });
+  if (earlier) (void)AccountCheckpoint(earlier->step, earlier->status, earlier->write_ms, false);
+}
+
+void Trainer::FinishBackgroundCheckpoint() {
+  std::optional<BackgroundCheckpoint::Result> r = ckpt_writer_.Wait();
+  if (r) (void)AccountCheckpoint(r->step, r->status, r->write_ms, /*final=*/false);
+}
+
+absl::Status Trainer::AccountCheckpoint(int64_t step, const absl::Status& s, double write_ms,
+                                        bool final) {
+  RecordCheckpoint(step, s, write_ms, /*background=*/!final);
+  return CarryOn(step, s, final);
+}
+
+absl::Status Trainer::CheckpointOrCarryOn(bool final) {
+  return CarryOn(step_, SaveCheckpoint(), final);
+}
+
+absl::Status Trainer::CarryOn(int64_t step, const absl::Status& s, bool final) {
+  if (absl::IsAlreadyExists(s)) {
+    // Another writer of a shared directory already wrote a later step of this view.
+    LogInfo("%s", s.message());
+    return absl::OkStatus();
+  }
+  if (s.ok()) {
+    if (ckpt_failures_ > 0 && last_checkpoint_step_ == step) {
+      LogInfo("checkpoints work again (step %d written after %d failed attempt(s))", step,
+              ckpt_failures_);
+    }
+    ckpt_failures_ = 0;
+    return absl::OkStatus();
+  }
+  return CheckpointFailed(step, s, final);
+}
+
+absl::Status Trainer::CheckpointFailed(int64_t step, const absl::Status& s, bool final) {
+  ++ckpt_failures_;
+  const std::string newest =
+      good_checkpoint_step_ >= 0 ? absl::StrFormat("step %d", good_checkpoint_step_) : "none";
+  if (final) {
+    return absl::Status(
+        s.code(), absl::StrFormat("training stopped at step %d, but its checkpoint could not be "
+                                  "written: %s (the newest checkpoint this peer wrote or resumed "
+                                  "from in %s: %s)",
+                                  step, s.message(), config_.ckpt_dir, newest));
+  }
+  // A full or failing disk must not kill the run (nor, one after the other, every peer
+  // that inherits the duty): the state is still in memory, the next interval retries.
+  if (ckpt_failures_ >= kLoudCheckpointFailures) {
+    LogError(
+        "CHECKPOINTS ARE FAILING: %d checkpoint writes in a row failed; the newest checkpoint "
+        "this peer wrote or resumed from in %s: %s. Training goes on, but a crash now loses "
+        "every step since. Last error: %s",
+        ckpt_failures_, config_.ckpt_dir, newest, s.message());
+  } else {
+    LogWarning("checkpoint of step %d failed: %s; training goes on, the next checkpoint retries",
+               step, s.message());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace rt::train
