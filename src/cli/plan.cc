@@ -1,7 +1,10 @@
 // `ringtrain plan`: memory per peer and predicted step time for a model on N peers,
 // before renting anything. Human table, then one JSON line. The arithmetic lives in
 // src/train/run_plan.{h,cc}; this file parses flags and prints.
+#include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -11,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "cli/common_flags.h"
 #include "cli/subcommand.h"
+#include "train/run_cost.h"
 #include "train/run_plan.h"
 
 ABSL_FLAG(int, peers, 8, "plan: number of peers in the ring");
@@ -22,11 +26,28 @@ ABSL_FLAG(std::string, gflops, "0",
 ABSL_DECLARE_FLAG(double, max_skew);  // train's (src/cli/train.cc): plan splits as train does
 ABSL_FLAG(double, link_mbps, 1000, "plan: bottleneck link bandwidth of the ring, Mbit/s");
 ABSL_FLAG(double, rtt_ms, 0.5, "plan: round-trip time per ring hop, ms");
+// Not --tokens: abseil flags are global, and --tokens is sample's count of new tokens.
+ABSL_FLAG(std::string, train_tokens, "",
+          "plan: tokens the run trains on (2000000000, 2e9 or 2B): time, tokens per day and "
+          "cost of the run (needs --gflops)");
+ABSL_FLAG(double, price_per_hour, 0, "plan: price of one peer per hour (any currency)");
+ABSL_FLAG(std::string, gpu_prices, "",
+          "plan: file of GPU offers (NAME PRICE_PER_HOUR tflops=X|tokens_per_s=X per line, "
+          "e.g. tools/gpu-prices.txt) to compare the run with renting GPUs");
 
 namespace rt::cli {
 namespace {
 
 std::string Gb(double bytes) { return absl::StrFormat("%.2f GB", bytes / 1e9); }
+
+// 2.0e9 -> "2.00B", 3.98e7 -> "39.8M": token counts as people say them.
+std::string Count(double n) {
+  if (n >= 1e12) return absl::StrFormat("%.2fT", n / 1e12);
+  if (n >= 1e9) return absl::StrFormat("%.2fB", n / 1e9);
+  if (n >= 1e6) return absl::StrFormat("%.1fM", n / 1e6);
+  if (n >= 1e3) return absl::StrFormat("%.1fK", n / 1e3);
+  return absl::StrFormat("%.0f", n);
+}
 
 // The step as `train` runs it: each peer's share of the global batch, split equally
 // (--balance off) and by speed (--balance on), and the predicted step time of both.
@@ -51,6 +72,44 @@ void PrintStepTime(const train::RunPlan& p) {
                p.equal_tokens_per_s);
   absl::PrintF("  --balance on   %8.3f s per step  %10.0f tokens/s  (%.2fx)\n", p.balanced_step_s,
                p.balanced_tokens_per_s, p.balanced_tokens_per_s / p.equal_tokens_per_s);
+}
+
+// --train-tokens, --price-per-hour, --gpu-prices: what the planned run costs, and the same
+// tokens on one rented GPU of each offer. Returns the JSON fields (",..." or "").
+std::string PrintRunCost(const train::RunPlan& p, int peers, double tokens,
+                         const std::vector<train::GpuOffer>& gpus, const std::string& gpu_file) {
+  const double price = absl::GetFlag(FLAGS_price_per_hour);
+  const train::RunCost run = train::PriceRun(tokens, p.balanced_tokens_per_s, peers, price);
+  absl::PrintF("\nrun of %s tokens at %.0f tokens/s (the balanced step above)\n", Count(tokens),
+               p.balanced_tokens_per_s);
+  absl::PrintF("  time %.1f days (%.0f hours), %s tokens per day", run.seconds / 86400,
+               run.seconds / 3600, Count(run.tokens_per_day));
+  if (price > 0) absl::PrintF(", cost %d peers x %.3f/h = %.2f", peers, price, run.cost);
+  absl::PrintF("\n");
+  std::string json =
+      absl::StrFormat(",\"train_tokens\":%.0f,\"run_seconds\":%.0f,\"run_cost\":%.2f", tokens,
+                      run.seconds, run.cost);
+  if (gpus.empty()) return json;
+  absl::PrintF(
+      "\nthe same tokens on one rented GPU (%s; assumes the model and its optimizer fit "
+      "its memory)\n",
+      gpu_file);
+  absl::PrintF("  %-22s %9s %12s %10s %12s %s\n", "gpu", "price/h", "tokens/s", "days", "cost",
+               "vs this ring");
+  std::vector<std::string> entries;
+  for (const train::GpuOffer& g : gpus) {
+    const double tps = train::GpuTokensPerSecond(g, p.flops_per_token);
+    const train::RunCost c = train::PriceRun(tokens, tps, 1, g.price_per_hour);
+    std::string versus = "-";
+    if (price > 0 && run.cost > 0) versus = absl::StrFormat("%.2fx the cost", c.cost / run.cost);
+    absl::PrintF("  %-22s %9.3f %12.0f %10.1f %12.2f %s\n", g.name, g.price_per_hour, tps,
+                 c.seconds / 86400, c.cost, versus);
+    entries.push_back(absl::StrFormat(
+        "{\"name\":\"%s\",\"price_per_hour\":%.4f,\"tokens_per_s\":%.1f,\"run_seconds\":%.0f,"
+        "\"run_cost\":%.2f}",
+        g.name, g.price_per_hour, tps, c.seconds, c.cost));
+  }
+  return json + ",\"gpus\":[" + absl::StrJoin(entries, ",") + "]";
 }
 
 int RunPlan(const std::vector<std::string>& positional) {
@@ -89,6 +148,47 @@ int RunPlan(const std::vector<std::string>& positional) {
   in.compress = absl::GetFlag(FLAGS_compress);
   if (in.options.max_batch < 1) {
     std::fprintf(stderr, "ringtrain plan: --batch must be >= 1, got %d\n", in.options.max_batch);
+    return 2;
+  }
+  // The run's price: checked before any output, so a mistake costs no scrolling.
+  double train_tokens = 0;
+  if (!absl::GetFlag(FLAGS_train_tokens).empty()) {
+    absl::StatusOr<double> t = train::ParseTokenCount(absl::GetFlag(FLAGS_train_tokens));
+    if (!t.ok()) {
+      std::fprintf(stderr, "ringtrain plan: %s\n", std::string(t.status().message()).c_str());
+      return 2;
+    }
+    train_tokens = *t;
+  }
+  const double price = absl::GetFlag(FLAGS_price_per_hour);
+  if (!(price >= 0) || !std::isfinite(price)) {
+    std::fprintf(stderr, "ringtrain plan: --price-per-hour must be a number >= 0, got %g\n", price);
+    return 2;
+  }
+  std::vector<train::GpuOffer> gpus;
+  const std::string gpu_file = absl::GetFlag(FLAGS_gpu_prices);
+  if (!gpu_file.empty()) {
+    std::ifstream f(gpu_file);
+    if (!f) {
+      std::fprintf(stderr, "ringtrain plan: cannot read --gpu-prices %s\n", gpu_file.c_str());
+      return 2;
+    }
+    std::ostringstream text;
+    text << f.rdbuf();
+    absl::StatusOr<std::vector<train::GpuOffer>> parsed =
+        train::ParseGpuPrices(text.str(), gpu_file);
+    if (!parsed.ok()) {
+      std::fprintf(stderr, "ringtrain plan: %s\n", std::string(parsed.status().message()).c_str());
+      return 2;
+    }
+    gpus = *std::move(parsed);
+  }
+  if ((train_tokens > 0 || price > 0 || !gpus.empty()) &&
+      (train_tokens <= 0 || in.gflops.empty())) {
+    std::fprintf(stderr,
+                 "ringtrain plan: --price-per-hour and --gpu-prices price a run: they need "
+                 "--train-tokens N and --gflops G (from `ringtrain bench compute`)%s\n",
+                 train_tokens > 0 ? "" : "; --train-tokens is missing");
     return 2;
   }
   auto plan_or = train::PlanRun(in);
@@ -141,25 +241,27 @@ int RunPlan(const std::vector<std::string>& positional) {
   }
   absl::PrintF("  suggested --compress %s\n", p.recommended_codec);
   if (timed) PrintStepTime(p);
+  const std::string cost_json =
+      train_tokens > 0 ? PrintRunCost(p, in.peers, train_tokens, gpus, gpu_file) : "";
 
   absl::PrintF(
       "{\"params\":%zu,\"flops_per_token\":%.0f,\"tokens_per_step\":%lld,\"memory_bytes\":%.0f,"
       "\"activation_bytes\":%.0f,\"ram_bytes\":%.0f,\"fits\":%s,\"max_batch\":%d,"
       "\"compute_s\":%.6f,\"codecs\":[%s],\"suggested_compress\":\"%s\",\"peer_gflops\":[%s],"
       "\"equal_slots\":[%s],\"balanced_slots\":[%s],\"equal_step_s\":%.6f,"
-      "\"balanced_step_s\":%.6f,\"equal_tokens_per_s\":%.1f,\"balanced_tokens_per_s\":%.1f}\n",
+      "\"balanced_step_s\":%.6f,\"equal_tokens_per_s\":%.1f,\"balanced_tokens_per_s\":%.1f%s}\n",
       p.n_params, p.flops_per_token, static_cast<long long>(p.tokens_per_step), p.total,
       p.activations, in.ram_bytes, p.fits ? "true" : "false", p.max_batch_that_fits, p.compute_s,
       absl::StrJoin(codec_json, ","), p.recommended_codec, absl::StrJoin(p.peer_gflops, ","),
       absl::StrJoin(p.equal_shares, ","), absl::StrJoin(p.balanced_shares, ","), p.equal_step_s,
-      p.balanced_step_s, p.equal_tokens_per_s, p.balanced_tokens_per_s);
+      p.balanced_step_s, p.equal_tokens_per_s, p.balanced_tokens_per_s, cost_json);
   return 0;
 }
 
 std::vector<std::string> PlanFlags() {
   std::vector<std::string> flags = ModelFlagNames();
   for (const char* f : {"vocab", "compress", "peers", "ram_gb", "reserve_gb", "gflops", "max_skew",
-                        "link_mbps", "rtt_ms"}) {
+                        "link_mbps", "rtt_ms", "train_tokens", "price_per_hour", "gpu_prices"}) {
     flags.emplace_back(f);
   }
   return flags;
@@ -172,12 +274,15 @@ const Subcommand& PlanSubcommand() {
       "plan", "Memory per peer and predicted step time of a model on N peers",
       "ringtrain plan [model flags] [--vocab V] --peers N [--ram-gb 32] [--gflops G|G1,G2,...]\n"
       "               [--max-skew 8] [--link-mbps 1000] [--rtt-ms 0.5] [--compress ...]\n"
+      "               [--train-tokens 2B --price-per-hour P [--gpu-prices FILE]]\n"
       "Prints memory per peer (exact for what ringtrain allocates), the largest --batch that\n"
       "fits, and per codec the bytes each peer sends per step and the predicted time; with\n"
       "--gflops (from `ringtrain bench compute`) also whether it hides behind backward and the\n"
       "predicted step time and tokens/s. One figure per peer plans an unequal fleet: each\n"
       "peer's share of the global batch (batch x accum x peers sequences) split equally and\n"
-      "by speed as `train --balance on` does, with the step time of both.",
+      "by speed as `train --balance on` does, with the step time of both. --train-tokens\n"
+      "adds the run's time, tokens per day and cost (--price-per-hour per peer), and\n"
+      "--gpu-prices FILE the same tokens on one rented GPU of each offer in FILE.",
       PlanFlags(), &RunPlan};
   return sub;
 }
