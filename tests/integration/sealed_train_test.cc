@@ -42,7 +42,7 @@ TEST_CASE(
     std::vector<std::string> args = TinyTrainArgs(tmp / "data", steps, 24);
     args.push_back("--encrypt=on");
     // Deep enough into the run that the attacked frame is a gradient of a later step.
-    FrameRelay relay(static_cast<uint16_t>(base + 1), /*sealed=*/true, c.attack, 200);
+    FrameRelay relay(static_cast<uint16_t>(base + 1), /*sealed=*/true, c.attack, 30);
     const std::string peer1 = "127.0.0.1:" + std::to_string(base + 1);
     FaultCluster cluster(tmp / ("run" + std::to_string(k++)),
                          FaultCluster::LoopbackEndpoints(3, base), args, nullptr,
