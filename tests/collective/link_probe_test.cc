@@ -412,8 +412,10 @@ TEST_CASE("probe and reorder: the re-formed ring keeps the epoch and refuses old
   const int n = 3;
   bool reformed = false;
   // One of the two orders differs from the plan on equal loopback links (min_gain -1
-  // re-forms on any difference), so at least one probe re-orders its ring.
-  for (const std::vector<int>& start : {std::vector<int>{0, 1, 2}, std::vector<int>{0, 2, 1}}) {
+  // re-forms on any difference); measurements are noisy, so try each a few times.
+  for (int attempt = 0; attempt < 8 && !reformed; ++attempt) {
+    const std::vector<int> start =
+        attempt % 2 == 0 ? std::vector<int>{0, 1, 2} : std::vector<int>{0, 2, 1};
     auto rings = RingsInOrder(start, 7);
     ReorderOptions options;
     options.probe = TestProbeOptions();
