@@ -53,6 +53,9 @@ ABSL_FLAG(int, rank, -1, "This peer's line (0-based) in the hosts file");
 ABSL_FLAG(double, wait, 120, "Seconds to wait for the ring to form");
 ABSL_FLAG(std::string, secret_file, "",
           "File holding the shared secret (else $RINGTRAIN_SECRET; optional on loopback)");
+ABSL_FLAG(std::string, encrypt, "auto",
+          "Seal every frame of every link with AES-256-GCM under per-connection keys: "
+          "auto|on|off (auto = on unless every host is loopback; on needs the shared secret)");
 ABSL_FLAG(std::string, compress, "none", "Gradient codec: none|bf16|topk:DENSITY|auto");
 ABSL_FLAG(int, zstd_level, 0, "zstd level on the wire (0 = off)");
 ABSL_FLAG(double, bucket_mb, 25, "Gradient bucket size in MB for overlapped allreduce");
@@ -94,7 +97,8 @@ std::vector<std::string> OptimizerFlagNames() {
   return {"lr", "min_lr", "warmup", "weight_decay", "clip", "steps", "seed"};
 }
 std::vector<std::string> RingFlagNames() {
-  return {"hosts", "self", "rank", "wait", "secret_file", "compress", "zstd_level", "bucket_mb"};
+  return {"hosts",   "self",     "rank",       "wait",     "secret_file",
+          "encrypt", "compress", "zstd_level", "bucket_mb"};
 }
 
 std::vector<std::string> CommFlagNames() { return {"probe_every", "comm_budget", "topk_warmup"}; }
@@ -172,6 +176,7 @@ absl::StatusOr<net::RingSetup> RingSetupFromFlags(const std::string& cluster_id)
   setup.self = absl::GetFlag(FLAGS_self);
   setup.rank = absl::GetFlag(FLAGS_rank);
   setup.secret_file = absl::GetFlag(FLAGS_secret_file);
+  setup.encrypt = absl::GetFlag(FLAGS_encrypt);
   setup.wait = absl::Seconds(wait_s);
   setup.cluster_id = cluster_id;
   return setup;

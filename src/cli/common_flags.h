@@ -45,6 +45,7 @@ ABSL_DECLARE_FLAG(std::string, self);
 ABSL_DECLARE_FLAG(int, rank);
 ABSL_DECLARE_FLAG(double, wait);
 ABSL_DECLARE_FLAG(std::string, secret_file);
+ABSL_DECLARE_FLAG(std::string, encrypt);
 ABSL_DECLARE_FLAG(std::string, compress);
 ABSL_DECLARE_FLAG(int, zstd_level);
 ABSL_DECLARE_FLAG(double, bucket_mb);
@@ -60,7 +61,7 @@ std::vector<std::string>
 ModelFlagNames();  // layers heads dim seq_len batch accum precision recompute threads
 std::vector<std::string> OptimizerFlagNames();  // lr min_lr warmup weight_decay clip steps seed
 std::vector<std::string>
-RingFlagNames();  // hosts self rank wait secret_file compress zstd_level bucket_mb
+RingFlagNames();  // hosts self rank wait secret_file encrypt compress zstd_level bucket_mb
 
 std::vector<std::string> CommFlagNames();  // probe_every comm_budget topk_warmup
 

@@ -119,14 +119,17 @@ int RunStatus(const std::vector<std::string>& positional) {
     return 2;
   }
   absl::StatusOr<std::vector<net::HostEntry>> hosts = net::LoadHostsFile(hosts_path);
+  absl::StatusOr<bool> encrypt =
+      hosts.ok() ? net::ResolveEncrypt(absl::GetFlag(FLAGS_encrypt), *hosts) : hosts.status();
   absl::StatusOr<std::string> secret =
-      hosts.ok() ? net::LoadSharedSecret(absl::GetFlag(FLAGS_secret_file), *hosts) : hosts.status();
+      encrypt.ok() ? net::LoadSharedSecret(absl::GetFlag(FLAGS_secret_file), *hosts, *encrypt)
+                   : encrypt.status();
   if (!secret.ok()) {
     std::fprintf(stderr, "ringtrain status: %s\n", std::string(secret.status().message()).c_str());
     return 2;
   }
   absl::StatusOr<observe::StatusAnswer> answer = observe::QueryRingStatus(
-      *hosts, *secret, "ringtrain-train", absl::Milliseconds(timeout_s * 1000));
+      *hosts, *secret, "ringtrain-train", absl::Milliseconds(timeout_s * 1000), *encrypt);
   if (!answer.ok()) {
     std::fprintf(stderr, "ringtrain status: %s\n", std::string(answer.status().message()).c_str());
     return 2;
@@ -159,7 +162,7 @@ const Subcommand& StatusSubcommand() {
       "recent events. Exit status: 0 training, 1 paused / no quorum / not training yet,\n"
       "2 no peer answered (e.g. for cron: ringtrain status --hosts hosts >/dev/null ||\n"
       "mail ...).",
-      {"hosts", "secret_file", "json", "timeout"},
+      {"hosts", "secret_file", "encrypt", "json", "timeout"},
       &RunStatus};
   return sub;
 }

@@ -124,12 +124,16 @@ absl::StatusOr<std::shared_ptr<net::TcpNode>> StartTrainNode(const net::RingSetu
   SetLogRank(self.rank);
   LogInfo("this peer is rank %d of %d (%s, from %s)", self.rank, hosts.size(),
           hosts[self.rank].Endpoint(), self.how);
-  ASSIGN_OR_RETURN(std::string secret, net::LoadSharedSecret(setup.secret_file, hosts));
+  ASSIGN_OR_RETURN(const bool encrypt, net::ResolveEncrypt(setup.encrypt, hosts));
+  ASSIGN_OR_RETURN(std::string secret, net::LoadSharedSecret(setup.secret_file, hosts, encrypt));
   if (secret.empty()) LogInfo("no shared secret: every host is loopback");
+  LogInfo("links are %s (--encrypt %s)", encrypt ? "sealed with AES-256-GCM" : "not encrypted",
+          setup.encrypt);
   net::TcpNodeOptions o;
   o.hosts = std::move(hosts);
   o.self_rank = self.rank;
   o.secret = std::move(secret);
+  o.encrypt = encrypt;
   o.cluster_id = setup.cluster_id;
   o.fingerprint = setup.fingerprint;
   return net::TcpNode::Start(std::move(o));
@@ -291,6 +295,7 @@ int RunTrain(const std::vector<std::string>& positional) {
     const char* ring_only = !absl::GetFlag(FLAGS_self).empty()          ? "--self"
                             : absl::GetFlag(FLAGS_rank) >= 0            ? "--rank"
                             : !absl::GetFlag(FLAGS_secret_file).empty() ? "--secret-file"
+                            : absl::GetFlag(FLAGS_encrypt) != "auto"    ? "--encrypt"
                             : absl::GetFlag(FLAGS_compress) != "none"   ? "--compress"
                             : absl::GetFlag(FLAGS_min_peers) != 0       ? "--min-peers"
                             : absl::GetFlag(FLAGS_ckpt_shared)          ? "--ckpt-shared"

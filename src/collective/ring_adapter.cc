@@ -45,6 +45,9 @@ absl::StatusOr<ReorderResult> ProbeAndReorder(net::TcpRing& current, uint64_t pr
   ASSIGN_OR_RETURN(result.ring, net::TcpRing::Form(current.node(), result.plan.host_order,
                                                    ReorderChannel(probe_index, options.salt),
                                                    options.form_wait));
+  // The re-ordered ring belongs to the same view: its frames carry that epoch and it
+  // refuses older ones (DESIGN invariant 4), like the ring it replaces.
+  result.ring->SetEpoch(current.epoch());
   LogInfo("ring re-formed: bottleneck %.1f -> %.1f MB/s", now.bottleneck_bps / 1e6,
           result.plan.bottleneck_bps / 1e6);
   result.links = SummarizeRing(result.matrix, result.plan.host_order);

@@ -46,6 +46,41 @@ bool IsKnownFrameType(uint8_t type) {
          type <= static_cast<uint8_t>(FrameType::kControl);
 }
 
+uint64_t FrameLimits::For(FrameType type) const {
+  switch (type) {
+    case FrameType::kHello:
+      return hello_bytes;
+    case FrameType::kProof:
+      return proof_bytes;
+    case FrameType::kFingerprint:
+      return fingerprint_bytes;
+    case FrameType::kError:
+      return error_bytes;
+    case FrameType::kData:
+      return data_bytes;
+    case FrameType::kControl:
+      return control_bytes;
+  }
+  return 0;
+}
+
+absl::Status CheckFramePosition(FrameType t, uint64_t sequence, bool established,
+                                const std::string& peer) {
+  if (t == FrameType::kError) return absl::OkStatus();
+  if (established) {
+    if (t == FrameType::kData || t == FrameType::kControl) return absl::OkStatus();
+    return absl::FailedPreconditionError(
+        absl::StrFormat("%s sent a %s frame after the handshake", peer, FrameTypeName(t)));
+  }
+  const FrameType want = sequence == 0   ? FrameType::kHello
+                         : sequence == 1 ? FrameType::kProof
+                                         : FrameType::kFingerprint;
+  if (t == want && sequence <= 2) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrFormat("%s sent a %s frame as frame %d, before completing the handshake", peer,
+                      FrameTypeName(t), sequence));
+}
+
 void EncodeFrameHeader(const FrameHeader& h, uint8_t* out) {
   Put<uint32_t>(out, 0, kFrameMagic);
   Put<uint16_t>(out, 4, kWireVersion);
@@ -100,6 +135,14 @@ absl::StatusOr<FrameHeader> DecodeFrameHeader(const uint8_t* in, uint64_t max_pa
                         FrameTypeName(h.type), peer, h.payload_bytes, max_payload_bytes));
   }
   return h;
+}
+
+absl::StatusOr<FrameHeader> DecodeFrameHeader(const uint8_t* in, const FrameLimits& limits,
+                                              const std::string& peer) {
+  // An unknown type is refused by the full decode, whatever the limit.
+  const uint64_t limit =
+      IsKnownFrameType(in[6]) ? limits.For(static_cast<FrameType>(in[6])) : UINT64_MAX;
+  return DecodeFrameHeader(in, limit, peer);
 }
 
 absl::Status VerifyFramePayload(const FrameHeader& header, absl::Span<const uint8_t> payload,

@@ -7,6 +7,14 @@
 // header_crc32c covers bytes 0..43. Sequence numbers count frames per connection and
 // direction from 0 (handshake frames included), so a lost, repeated or reordered frame
 // is detected. Frames of an epoch older than the receiver's current epoch are refused.
+// The handshake frames sit at fixed sequence numbers (hello 0, proof 1, fingerprint 2;
+// an error frame may take any place), and every type has its own payload limit
+// (FrameLimits), checked when the header arrives, before anything is allocated.
+//
+// Sealed frames (--encrypt, frame_codec.h): from sequence kFirstSealedSequence on, the
+// payload is AES-256-GCM ciphertext of the same length, followed by a 16-byte tag that
+// payload_bytes does not count; payload_crc32c is 0 (the tag covers the payload) and
+// the 48 header bytes are the additional authenticated data.
 #pragma once
 
 #include <cstddef>
@@ -24,7 +32,9 @@ namespace rt::net {
 inline constexpr uint32_t kFrameMagic = 0x31465452u;  // "RTF1" in memory order
 inline constexpr uint16_t kWireVersion = 1;
 inline constexpr size_t kFrameHeaderBytes = 48;
-inline constexpr uint64_t kDefaultMaxPayloadBytes = 256ull << 20;  // 256 MiB
+inline constexpr uint64_t kDefaultMaxPayloadBytes = 256ull << 20;  // 256 MiB (data frames)
+inline constexpr size_t kFrameTagBytes = 16;         // AES-GCM tag after a sealed payload
+inline constexpr uint64_t kFirstSealedSequence = 2;  // the fingerprint, on sealed links
 
 enum class FrameType : uint8_t {
   kHello = 1,        // handshake: version, cluster id, rank, channel, nonce
@@ -36,6 +46,25 @@ enum class FrameType : uint8_t {
 };
 const char* FrameTypeName(FrameType type);
 bool IsKnownFrameType(uint8_t type);
+
+// Payload limits per frame type. Handshake frames are tiny (a stranger must not make us
+// allocate more), control messages (membership, state-transfer manifests, status
+// answers) small; only data frames carry bulk bytes.
+struct FrameLimits {
+  uint64_t hello_bytes = 4 << 10;         // ~100 bytes + cluster id + endpoint
+  uint64_t proof_bytes = 256;             // 32 bytes
+  uint64_t fingerprint_bytes = 64 << 10;  // the configuration key/value list
+  uint64_t error_bytes = 16 << 10;        // a human-readable reason
+  uint64_t control_bytes = 1 << 20;       // largest legit: a status answer (~300 B per peer)
+  uint64_t data_bytes = kDefaultMaxPayloadBytes;
+  uint64_t For(FrameType type) const;
+};
+
+// The frame types allowed at `sequence`: before the handshake completed, hello at 0,
+// proof at 1, fingerprint at 2; after it, data and control; error frames anywhere.
+// InvalidArgument / FailedPrecondition naming `peer` otherwise.
+absl::Status CheckFramePosition(FrameType type, uint64_t sequence, bool established,
+                                const std::string& peer);
 
 struct FrameHeader {
   FrameType type = FrameType::kData;
@@ -54,6 +83,9 @@ void EncodeFrameHeader(const FrameHeader& header, uint8_t* out);
 // names the sender in errors ("rank 1 (10.0.0.2:29500)"). DataLoss / InvalidArgument /
 // ResourceExhausted (oversized) on violations.
 absl::StatusOr<FrameHeader> DecodeFrameHeader(const uint8_t* bytes, uint64_t max_payload_bytes,
+                                              const std::string& peer);
+// The same with the limit of the frame's own type.
+absl::StatusOr<FrameHeader> DecodeFrameHeader(const uint8_t* bytes, const FrameLimits& limits,
                                               const std::string& peer);
 
 // Checks a received payload against header.payload_crc32c.

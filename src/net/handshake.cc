@@ -89,6 +89,7 @@ std::vector<uint8_t> EncodeHello(const Hello& h) {
   w.U32(static_cast<uint32_t>(h.rank));
   w.U64(h.channel);
   w.U8(h.dialer ? 1 : 0);
+  w.U8(h.encrypt ? 1 : 0);
   w.Bytes(h.nonce.data(), h.nonce.size());
   w.Str(h.cluster_id);
   w.Str(h.endpoint);
@@ -99,7 +100,7 @@ absl::StatusOr<Hello> DecodeHello(absl::Span<const uint8_t> bytes, const std::st
   Hello h;
   Reader r(bytes);
   uint32_t rank = 0;
-  uint8_t dialer = 0;
+  uint8_t dialer = 0, encrypt = 0;
   if (!r.U16(&h.version)) return absl::DataLossError("hello from " + peer + " is truncated");
   if (h.version != kHandshakeVersion) {
     return absl::FailedPreconditionError(absl::StrFormat(
@@ -107,13 +108,14 @@ absl::StatusOr<Hello> DecodeHello(absl::Span<const uint8_t> bytes, const std::st
         "everywhere",
         peer, h.version, kHandshakeVersion));
   }
-  if (!r.U32(&rank) || !r.U64(&h.channel) || !r.U8(&dialer) ||
+  if (!r.U32(&rank) || !r.U64(&h.channel) || !r.U8(&dialer) || !r.U8(&encrypt) ||
       !r.Bytes(h.nonce.data(), h.nonce.size()) || !r.Str(&h.cluster_id, kMaxString) ||
-      !r.Str(&h.endpoint, 300) || !r.AtEnd() || dialer > 1) {
+      !r.Str(&h.endpoint, 300) || !r.AtEnd() || dialer > 1 || encrypt > 1) {
     return absl::DataLossError("malformed hello from " + peer);
   }
   h.rank = static_cast<int32_t>(rank);
   h.dialer = dialer == 1;
+  h.encrypt = encrypt == 1;
   return h;
 }
 
@@ -238,8 +240,15 @@ absl::Status CompareFingerprints(const Fingerprint& ours, const Fingerprint& the
                       kFingerprintDiffers, peer, diff));
 }
 
+absl::StatusOr<bool> ResolveEncrypt(const std::string& flag, const std::vector<HostEntry>& hosts) {
+  if (flag == "on") return true;
+  if (flag == "off") return false;
+  if (flag == "auto") return !AllLoopback(hosts);
+  return absl::InvalidArgumentError("--encrypt must be auto, on or off, got '" + flag + "'");
+}
+
 absl::StatusOr<std::string> LoadSharedSecret(const std::string& secret_file,
-                                             const std::vector<HostEntry>& hosts) {
+                                             const std::vector<HostEntry>& hosts, bool encrypt) {
   std::string secret;
   std::string source;
   if (!secret_file.empty()) {
@@ -254,6 +263,11 @@ absl::StatusOr<std::string> LoadSharedSecret(const std::string& secret_file,
     secret = env;
     source = "RINGTRAIN_SECRET";
     if (secret.empty()) return absl::InvalidArgumentError("RINGTRAIN_SECRET is set but empty");
+  }
+  if (secret.empty() && encrypt) {
+    return absl::FailedPreconditionError(
+        "--encrypt on needs a shared secret (the frame keys are derived from it): pass "
+        "--secret-file FILE (same file on every host) or set RINGTRAIN_SECRET");
   }
   if (secret.empty() && !AllLoopback(hosts)) {
     return absl::FailedPreconditionError(

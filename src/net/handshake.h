@@ -2,6 +2,9 @@
 //
 // Both ends of a new connection run the same three steps (each a frame, see frame.h):
 //   1. hello:       handshake version, cluster id, rank, channel, role, 32-byte random nonce,
+//                   whether the sender seals its links (--encrypt: peers that differ are
+//                   refused at once, naming the flag and both values; the proof covers
+//                   it, so it cannot be changed on the way),
 //                   and the sender's own hosts-file endpoint ("10.0.0.2:29500"): peers are
 //                   identified by endpoint (the proof covers it), so hosts files may grow
 //                   at run time and ranks may differ between files;
@@ -9,7 +12,8 @@
 //                   acceptor hello) — fresh (both nonces) and not reflectable (role);
 //   3. fingerprint: the caller's (key, value) list (model config, optimizer, data, ...),
 //                   sent only after the peer's proof verified, so it doubles as the
-//                   "you are accepted" acknowledgement.
+//                   "you are accepted" acknowledgement. On sealed links (frame_cipher.h)
+//                   it is the first sealed frame each way.
 // A peer whose proof fails or whose fingerprint differs is refused on both sides; the
 // error names the differing keys with both values. The host list is not part of the
 // fingerprint (users grow and shrink jobs by editing it).
@@ -27,7 +31,7 @@
 
 namespace rt::net {
 
-inline constexpr uint16_t kHandshakeVersion = 2;  // 2: hello carries the endpoint
+inline constexpr uint16_t kHandshakeVersion = 3;  // 2: hello carries the endpoint; 3: encrypt
 using Nonce = std::array<uint8_t, 32>;
 using Proof = std::array<uint8_t, 32>;
 // Ordered (key, value) pairs; keys unique.
@@ -40,6 +44,7 @@ struct Hello {
   std::string endpoint;  // the sender's hosts-file entry, HostEntry::Endpoint()
   uint64_t channel = 0;  // which link this is (e.g. a ring id), chosen by the dialer
   bool dialer = false;
+  bool encrypt = false;  // the sender's links are sealed (--encrypt resolved to on)
   Nonce nonce{};
 };
 
@@ -68,8 +73,15 @@ absl::Status CompareFingerprints(const Fingerprint& ours, const Fingerprint& the
                                  const std::string& peer);
 
 // The shared secret: contents of `secret_file` (trailing whitespace dropped) if given,
-// else $RINGTRAIN_SECRET, else "" — allowed only when every host is loopback.
+// else $RINGTRAIN_SECRET, else "" — allowed only when every host is loopback and the
+// links are not sealed (`encrypt`: keys are derived from the secret).
 absl::StatusOr<std::string> LoadSharedSecret(const std::string& secret_file,
-                                             const std::vector<HostEntry>& hosts);
+                                             const std::vector<HostEntry>& hosts,
+                                             bool encrypt = false);
+
+// --encrypt auto|on|off: whether links are sealed. auto is on unless every host of the
+// hosts file is loopback. InvalidArgument for another value.
+absl::StatusOr<bool> ResolveEncrypt(const std::string& flag, const std::vector<HostEntry>& hosts);
+inline const char* EncryptName(bool encrypt) { return encrypt ? "on" : "off"; }
 
 }  // namespace rt::net

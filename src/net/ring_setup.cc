@@ -17,13 +17,18 @@ absl::StatusOr<std::unique_ptr<TcpRing>> JoinRing(const RingSetup& setup) {
   SetLogRank(self->rank);
   LogInfo("this peer is rank %d of %d (%s, from %s)", self->rank, hosts->size(),
           (*hosts)[self->rank].Endpoint(), self->how);
-  absl::StatusOr<std::string> secret = LoadSharedSecret(setup.secret_file, *hosts);
+  absl::StatusOr<bool> encrypt = ResolveEncrypt(setup.encrypt, *hosts);
+  if (!encrypt.ok()) return encrypt.status();
+  absl::StatusOr<std::string> secret = LoadSharedSecret(setup.secret_file, *hosts, *encrypt);
   if (!secret.ok()) return secret.status();
   if (secret->empty()) LogInfo("no shared secret: every host is loopback");
+  LogInfo("links are %s (--encrypt %s)", *encrypt ? "sealed with AES-256-GCM" : "not encrypted",
+          setup.encrypt);
   TcpRingOptions options;
   options.node.hosts = *std::move(hosts);
   options.node.self_rank = self->rank;
   options.node.secret = *std::move(secret);
+  options.node.encrypt = *encrypt;
   options.node.cluster_id = setup.cluster_id;
   options.node.fingerprint = setup.fingerprint;
   options.order = setup.order;

@@ -14,10 +14,11 @@
 namespace rt::net {
 
 struct RingSetup {
-  std::string hosts_path;   // --hosts
-  std::string self;         // --self HOST:PORT ("" = not given)
-  int rank = -1;            // --rank (-1 = not given)
-  std::string secret_file;  // --secret-file ("" = $RINGTRAIN_SECRET, optional on loopback)
+  std::string hosts_path;        // --hosts
+  std::string self;              // --self HOST:PORT ("" = not given)
+  int rank = -1;                 // --rank (-1 = not given)
+  std::string secret_file;       // --secret-file ("" = $RINGTRAIN_SECRET, optional on loopback)
+  std::string encrypt = "auto";  // --encrypt auto|on|off (ResolveEncrypt)
   absl::Duration wait = absl::Seconds(120);  // --wait
   std::string cluster_id = "ringtrain";      // job name; must match on every peer
   Fingerprint fingerprint;  // e.g. {"model", cfg.ToString()}, {"data", dataset.fingerprint()}

@@ -1,33 +1,24 @@
-// TcpConnection: framed reads and gather writes (on the io thread during the
-// handshake, then on the connection's reader and writer threads), queues for users.
+// TcpConnection, the user side: frames received (checked by frame_codec.h) go to the
+// data and control queues or straight into posted destinations; sends are stamped and
+// sealed here and queued for whichever engine writes (tcp_connection_asio.cc, then
+// tcp_connection_threads.cc); errors and closing.
 #include "net/tcp_connection.h"
 
-#include <fcntl.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
-#include <cerrno>
+#include <algorithm>
 #include <chrono>
-#include <climits>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/crc32c.h"
 #include "core/status_copy.h"
 #include "core/status_macros.h"
 
 namespace rt::net {
 namespace {
 
-// Handshake frames are tiny; a stranger must not make us allocate the data limit.
-constexpr uint64_t kMaxHandshakePayload = 64 << 10;
-constexpr size_t kMaxFramesPerWrite = 16;
 constexpr size_t kSpareVectors = 32;
-
-// Lets one async_write/async_read move up to 64 MiB per system call instead of
-// Asio's default 64 KiB, so large messages stream with few wake-ups.
-size_t LargeTransfer(const asio::error_code& ec, size_t) { return ec ? 0 : (size_t{64} << 20); }
 
 template <typename Pred>
 bool WaitFor(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
@@ -46,7 +37,7 @@ TcpConnection::TcpConnection(asio::ip::tcp::socket socket, std::string peer_name
                              const LinkOptions& options)
     : socket_(std::move(socket)),
       options_(options),
-      order_(peer_name),
+      in_(peer_name, options.limits),
       peer_name_(std::move(peer_name)) {}
 
 TcpConnection::~TcpConnection() {
@@ -76,42 +67,33 @@ void TcpConnection::StartReading(FrameHandler handshake_handler, ErrorHandler on
   ReadHeader();
 }
 
+void TcpConnection::SetFrameKeys(const FrameKeys& keys) {
+  in_.SetKey(keys.receive);  // io thread: the reader is the Asio engine until Establish
+  std::lock_guard<std::mutex> send_lock(send_mu_);
+  out_codec_.SetKey(keys.send);
+  sealed_.store(true);
+}
+
 void TcpConnection::Establish(int peer_rank, std::string peer_name) {
-  established_ = true;
+  in_.set_established();
   handshake_handler_ = nullptr;
   peer_rank_.store(peer_rank);
-  order_.set_peer(peer_name);
+  in_.set_peer(peer_name);
   std::lock_guard<std::mutex> lock(mu_);
   peer_name_ = std::move(peer_name);
 }
 
-// ---------------------------------------------------------------- reading
+// ---------------------------------------------------------------- frames read
 
-void TcpConnection::ReadHeader() {
-  auto self = shared_from_this();
-  asio::async_read(socket_, asio::buffer(header_bytes_, kFrameHeaderBytes),
-                   [self](const asio::error_code& ec, size_t) { self->OnHeader(ec); });
-}
-
-void TcpConnection::OnHeader(const asio::error_code& ec) {
-  if (ec) return FailFromReader(ErrorFromAsio(ec, "waiting for a frame"));
-  const std::string peer = peer_name();
-  uint64_t limit = established_ ? options_.max_payload_bytes : kMaxHandshakePayload;
-  absl::StatusOr<FrameHeader> header = DecodeFrameHeader(header_bytes_, limit, peer);
-  if (!header.ok()) return FailFromReader(header.status());
-  order_.set_min_epoch(min_epoch_.load());
-  absl::Status order = order_.Check(*header);
-  if (!order.ok()) return FailFromReader(order);
-  FrameType t = header->type;
-  bool allowed =
-      t == FrameType::kError || (established_ ? (t == FrameType::kData || t == FrameType::kControl)
-                                              : (t == FrameType::kHello || t == FrameType::kProof ||
-                                                 t == FrameType::kFingerprint));
-  if (!allowed) {
-    return FailFromReader(absl::FailedPreconditionError(
-        absl::StrFormat("%s sent a %s frame %s the handshake", peer, FrameTypeName(t),
-                        established_ ? "after" : "before completing")));
+bool TcpConnection::BeginFrame() {
+  in_.set_min_epoch(min_epoch_.load());
+  // Checks the type's limit before anything is allocated for the payload.
+  absl::StatusOr<FrameHeader> header = in_.Begin(header_bytes_);
+  if (!header.ok()) {
+    FailFromReader(header.status());
+    return false;
   }
+  const FrameType t = header->type;
   header_ = *header;
   read_direct_ = false;
   payload_.clear();
@@ -141,46 +123,34 @@ void TcpConnection::OnHeader(const asio::error_code& ec) {
     read_dst_ = payload_.data();
   }
   read_len_ = header_.payload_bytes;
+  trailer_len_ = in_.trailer_bytes();
   payload_received_ = 0;
-  payload_crc_ = 0;
-  if (header_.payload_bytes == 0) return FinishFrame();
-  if (!reader_threaded_) ReadPayload();  // the reader thread reads the payload itself
+  return true;
 }
 
 // Reads whatever has arrived straight into the message buffer and checksums it
 // while it is still in cache.
-void TcpConnection::ReadPayload() {
-  auto self = shared_from_this();
-  uint8_t* dst = read_dst_ + payload_received_;
-  size_t want = read_len_ - payload_received_;
-  socket_.async_read_some(
-      asio::buffer(dst, want), [self, dst](const asio::error_code& ec, size_t n) {
-        if (ec) return self->FailOnIoThread(self->ErrorFromAsio(ec, "receiving a frame payload"));
-        self->TakePayloadBytes(dst, n);
-        if (self->payload_received_ < self->read_len_) return self->ReadPayload();
-        self->FinishFrame();
-      });
-}
 
-void TcpConnection::TakePayloadBytes(const uint8_t* bytes, size_t n) {
-  payload_crc_ = Crc32cExtend(payload_crc_, bytes, n);
+void TcpConnection::TakePayloadBytes(uint8_t* bytes, size_t n) {
+  in_.TakePayload(bytes, n);
   payload_received_ += n;
   bytes_received_.fetch_add(n, std::memory_order_relaxed);
 }
 
 void TcpConnection::FinishFrame() {
-  bytes_received_.fetch_add(kFrameHeaderBytes, std::memory_order_relaxed);
+  bytes_received_.fetch_add(kFrameHeaderBytes + trailer_len_, std::memory_order_relaxed);
   const std::string peer = peer_name();
-  if (payload_crc_ != header_.payload_crc32c) {
-    return FailFromReader(absl::DataLossError(absl::StrFormat(
-        "%s frame %d from %s has a corrupt payload (checksum 0x%08x, computed 0x%08x)",
-        FrameTypeName(header_.type), header_.sequence, peer, header_.payload_crc32c,
-        payload_crc_)));
+  absl::Status intact = in_.Finish();  // crc32c, or the AES-GCM tag on sealed links
+  if (!intact.ok()) return FailFromReader(intact);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    last_header_ = header_;
   }
+  const bool established = in_.established();
   switch (header_.type) {
     case FrameType::kError: {
       std::string reason(payload_.begin(), payload_.end());
-      if (established_) {
+      if (established) {
         return FailFromReader(absl::AbortedError(peer + " reported an error: " + reason));
       }
       return FailFromReader(
@@ -225,7 +195,7 @@ void TcpConnection::FinishFrame() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!error_.ok()) return;
-    if (established_ && options_.worker_threads) {
+    if (established && options_.worker_threads) {
       // Hand the socket to the worker threads at this frame boundary: now if no
       // write is in flight, else when it completes (OnWritten).
       switch_pending_ = true;
@@ -448,23 +418,46 @@ absl::Status TcpConnection::RecvControl(std::vector<uint8_t>* message, absl::Dur
   return WaitQueue(&control_in_, message, timeout, "control");
 }
 
-// ---------------------------------------------------------------- writing
+// ---------------------------------------------------------------- sending
 
-absl::Status TcpConnection::Enqueue(FrameHeader header, absl::Span<const uint8_t> payload,
+absl::Status TcpConnection::Enqueue(FrameType type, uint8_t codec,
+                                    absl::Span<const uint8_t> payload, const uint32_t* crc32c,
                                     std::vector<uint8_t> owned, bool close_after) {
+  if (!owned.empty()) payload = owned;
+  std::lock_guard<std::mutex> send_lock(send_mu_);
+  std::vector<uint8_t> sealed;
+  const bool seal = out_codec_.NextIsSealed();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!error_.ok()) return FreshCopy(error_);
+    if (seal && !spare_sealed_.empty()) {
+      sealed = std::move(spare_sealed_.back());
+      spare_sealed_.pop_back();
+    }
+  }
+  // Sealing runs here, on the sender's thread where the bytes are hot, outside mu_.
+  std::array<uint8_t, kFrameHeaderBytes> header;
+  absl::StatusOr<FrameHeader> h =
+      out_codec_.Encode(type, codec, payload, crc32c, header.data(), &sealed);
+  if (!h.ok()) {
+    Fail(h.status());
+    return h.status();
+  }
   std::unique_lock<std::mutex> lock(mu_);
   if (!error_.ok()) return FreshCopy(error_);
-  header.sequence = next_sequence_++;
-  header.epoch = epoch_;
-  header.step = step_;
   out_.emplace_back();
   OutFrame& f = out_.back();
-  f.owned = std::move(owned);
+  f.header = header;
+  if (seal) {
+    f.owned = std::move(sealed);  // ciphertext + tag: the caller's bytes are free already
+    f.recycle = true;
+  } else {
+    f.owned = std::move(owned);
+  }
   f.payload = f.owned.empty() ? payload : absl::MakeConstSpan(f.owned);
-  f.is_data = header.type == FrameType::kData;
+  f.is_data = type == FrameType::kData;
   f.close_after = close_after;
   if (f.is_data) ++pending_data_;
-  EncodeFrameHeader(header, f.header.data());
   if (writer_threaded_) {
     if (!writing_) write_cv_.notify_one();
   } else if (!writing_ && !switch_pending_) {
@@ -476,40 +469,36 @@ absl::Status TcpConnection::Enqueue(FrameHeader header, absl::Span<const uint8_t
 }
 
 absl::Status TcpConnection::SendOwned(FrameType type, std::vector<uint8_t> payload) {
-  FrameHeader h;
-  h.type = type;
-  h.payload_bytes = payload.size();
-  h.payload_crc32c = Crc32c(payload.data(), payload.size());
-  return Enqueue(h, {}, std::move(payload), false);
+  const uint64_t limit = options_.limits.For(type);
+  if (payload.size() > limit) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s message of %d bytes to %s exceeds the limit of %d bytes for its type",
+                        FrameTypeName(type), payload.size(), peer_name(), limit));
+  }
+  if (payload.empty()) return Enqueue(type, 0, {}, nullptr, {}, false);
+  return Enqueue(type, 0, {}, nullptr, std::move(payload), false);
 }
 
 void TcpConnection::SendErrorAndClose(const std::string& reason) {
-  FrameHeader h;
-  h.type = FrameType::kError;
-  std::vector<uint8_t> payload(reason.begin(), reason.end());
-  h.payload_bytes = payload.size();
-  h.payload_crc32c = Crc32c(payload.data(), payload.size());
-  if (!Enqueue(h, {}, std::move(payload), true).ok()) Close();
+  std::vector<uint8_t> payload(
+      reason.begin(),
+      reason.begin() + std::min<size_t>(reason.size(), options_.limits.error_bytes));
+  if (!Enqueue(FrameType::kError, 0, {}, nullptr, std::move(payload), true).ok()) Close();
 }
 
 absl::Status TcpConnection::SendData(absl::Span<const uint8_t> data, uint8_t codec) {
-  // On the caller's thread, where the data is hot.
-  return SendData(data, codec, Crc32c(data.data(), data.size()));
+  // On the caller's thread, where the data is hot (Enqueue seals it there too).
+  return Enqueue(FrameType::kData, codec, data, nullptr, {}, false);
 }
 
 absl::Status TcpConnection::SendData(absl::Span<const uint8_t> data, uint8_t codec,
                                      uint32_t crc32c) {
-  if (data.size() > options_.max_payload_bytes) {
+  if (data.size() > options_.limits.data_bytes) {
     return absl::InvalidArgumentError(
         absl::StrFormat("message of %d bytes to %s exceeds the frame limit of %d bytes: split it",
-                        data.size(), peer_name(), options_.max_payload_bytes));
+                        data.size(), peer_name(), options_.limits.data_bytes));
   }
-  FrameHeader h;
-  h.type = FrameType::kData;
-  h.codec = codec;
-  h.payload_bytes = data.size();
-  h.payload_crc32c = crc32c;
-  return Enqueue(h, data, {}, false);
+  return Enqueue(FrameType::kData, codec, data, &crc32c, {}, false);
 }
 
 absl::Status TcpConnection::WaitSendsDone(absl::Duration timeout) {
@@ -530,63 +519,19 @@ absl::Status TcpConnection::WaitSendsDone(absl::Duration timeout) {
   return absl::OkStatus();
 }
 
-template <typename AddBuffer>
-size_t TcpConnection::NextBatch(AddBuffer add) {
-  // deque::push_back keeps references to existing elements valid, so the buffers
-  // stay valid while users queue more frames.
-  size_t frames = 0;
-  for (auto it = out_.begin(); it != out_.end() && frames < kMaxFramesPerWrite; ++it) {
-    ++frames;
-    add(it->header.data(), it->header.size());
-    if (!it->payload.empty()) add(it->payload.data(), it->payload.size());
-    if (it->close_after) break;
-  }
-  return frames;
-}
-
 bool TcpConnection::PopWritten(size_t frames) {
   bool close = false;
   for (size_t i = 0; i < frames; ++i) {
     if (out_.front().is_data) --pending_data_;
     close = close || out_.front().close_after;
+    if (out_.front().recycle && spare_sealed_.size() < kSpareVectors / 4 &&
+        out_.front().owned.capacity() <= options_.max_queued_bytes) {
+      spare_sealed_.push_back(std::move(out_.front().owned));
+    }
     out_.pop_front();
   }
   cv_.notify_all();
   return close;
-}
-
-void TcpConnection::WriteSome() {
-  size_t frames = 0;
-  write_buffers_.clear();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!error_.ok()) return;
-    frames = NextBatch([&](const uint8_t* data, size_t size) {
-      write_buffers_.push_back(asio::buffer(data, size));
-    });
-  }
-  auto self = shared_from_this();
-  asio::async_write(socket_, write_buffers_, LargeTransfer,
-                    [self, frames](const asio::error_code& ec, size_t bytes) {
-                      self->bytes_sent_.fetch_add(bytes, std::memory_order_relaxed);
-                      self->OnWritten(ec, frames);
-                    });
-}
-
-void TcpConnection::OnWritten(const asio::error_code& ec, size_t frames) {
-  if (ec) return FailOnIoThread(ErrorFromAsio(ec, "sending"));
-  bool more = false;
-  bool close = false;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    close = PopWritten(frames);
-    // A pending switch to the worker threads waits for this write: it goes first.
-    more = !out_.empty() && !switch_pending_;
-    if (!more) writing_ = false;
-  }
-  if (close) return Close();
-  if (more) return WriteSome();
-  if (switch_pending_ && !reader_threaded_) SwitchToWorkers();
 }
 
 // ---------------------------------------------------------------- errors
@@ -672,195 +617,21 @@ void TcpConnection::MarkClosed() {
 }
 
 void TcpConnection::SetEpoch(uint64_t epoch) {
-  std::lock_guard<std::mutex> lock(mu_);
-  epoch_ = epoch;
+  std::lock_guard<std::mutex> send_lock(send_mu_);
+  out_codec_.set_epoch(epoch);
   min_epoch_.store(epoch);
 }
 
 void TcpConnection::SetStep(uint64_t step) {
+  std::lock_guard<std::mutex> send_lock(send_mu_);
+  out_codec_.set_step(step);
+}
+
+uint64_t TcpConnection::epoch() const { return min_epoch_.load(); }
+
+FrameHeader TcpConnection::last_received_header() const {
   std::lock_guard<std::mutex> lock(mu_);
-  step_ = step;
-}
-
-// ---------------------------------------------------------------- worker threads
-
-void TcpConnection::FailFromReader(const absl::Status& status) {
-  if (reader_threaded_) return FailFromWorker(status);
-  FailOnIoThread(status);
-}
-
-void TcpConnection::FailFromWorker(const absl::Status& status) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    SetError(status);
-  }
-  // The io thread reports it (its own copy: see FreshCopy), stops and joins the
-  // workers and closes the socket. A weak pointer: a worker must never hold the last
-  // reference (the destructor joins).
-  std::weak_ptr<TcpConnection> weak = weak_from_this();
-  asio::post(executor_, [weak, report = FreshCopy(status)] {
-    if (auto self = weak.lock()) self->FailOnIoThread(report);
-  });
-}
-
-void TcpConnection::SwitchToWorkers() {
-  // io thread; no read or write of Asio's is in flight on the socket. switch_pending_
-  // stays set until the workers own the socket: while it is set, Enqueue only queues
-  // frames. Clearing it earlier let a user's send start an Asio write on the socket
-  // being released: it failed with EBADF, or the writer thread waited forever for
-  // writing_ to clear (a 20 s link-probe timeout in one CI run).
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (closed_) {
-      switch_pending_ = false;
-      return;
-    }
-  }
-  if (options_.handover_pause > absl::ZeroDuration()) {
-    std::this_thread::sleep_for(absl::ToChronoNanoseconds(options_.handover_pause));
-  }
-  asio::error_code ec;
-  const int fd = socket_.release(ec);
-  if (ec) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      switch_pending_ = false;
-    }
-    return FailOnIoThread(ErrorFromAsio(ec, "handing the socket to its threads"));
-  }
-  std::lock_guard<std::mutex> lock(mu_);
-  switch_pending_ = false;
-  executor_ = socket_.get_executor();
-  fd_ = fd;
-  // Blocking from now on: one system call per wake-up, no poll.
-  const int flags = ::fcntl(fd_, F_GETFL, 0);
-  if (flags >= 0) (void)::fcntl(fd_, F_SETFL, flags & ~O_NONBLOCK);
-  reader_threaded_ = true;
-  writer_threaded_ = true;
-  reader_ = std::thread([this] { ReaderLoop(); });
-  writer_ = std::thread([this] { WriterLoop(); });
-}
-
-void TcpConnection::StopWorkers() {
-  std::lock_guard<std::mutex> join_lock(join_mu_);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    workers_stopping_ = true;
-    write_cv_.notify_all();
-    read_cv_.notify_all();
-  }
-  // Wakes a worker blocked in recv/send (the descriptor stays open until joined).
-  if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
-  if (reader_.joinable()) reader_.join();
-  if (writer_.joinable()) writer_.join();
-}
-
-bool TcpConnection::ReadFully(uint8_t* dst, size_t n, bool payload, absl::Status* error) {
-  size_t done = 0;
-  while (done < n) {
-    const ssize_t r = ::recv(fd_, dst + done, n - done, 0);
-    if (r > 0) {
-      if (payload) TakePayloadBytes(dst + done, static_cast<size_t>(r));
-      done += static_cast<size_t>(r);
-      continue;
-    }
-    if (r < 0 && errno == EINTR) continue;
-    const asio::error_code ec = r == 0
-                                    ? asio::error::make_error_code(asio::error::eof)
-                                    : asio::error_code(errno, asio::error::get_system_category());
-    *error = ErrorFromAsio(ec, payload ? "receiving a frame payload" : "waiting for a frame");
-    return false;
-  }
-  return true;
-}
-
-bool TcpConnection::WriteFully(std::vector<struct iovec>* iovs, absl::Status* error) {
-  std::vector<struct iovec>& iov = *iovs;  // advanced in place past what was sent
-  size_t first = 0;
-  while (first < iov.size()) {
-    struct msghdr msg = {};
-    msg.msg_iov = iov.data() + first;
-    msg.msg_iovlen = std::min<size_t>(iov.size() - first, IOV_MAX);
-    const ssize_t w = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      *error =
-          ErrorFromAsio(asio::error_code(errno, asio::error::get_system_category()), "sending");
-      return false;
-    }
-    bytes_sent_.fetch_add(static_cast<uint64_t>(w), std::memory_order_relaxed);
-    size_t left = static_cast<size_t>(w);
-    while (first < iov.size() && left >= iov[first].iov_len) left -= iov[first++].iov_len;
-    if (left > 0) {
-      iov[first].iov_base = static_cast<uint8_t*>(iov[first].iov_base) + left;
-      iov[first].iov_len -= left;
-    }
-  }
-  return true;
-}
-
-void TcpConnection::ReaderLoop() {
-  // The same frame logic as the io thread's (OnHeader, FinishFrame), driven by a loop.
-  for (;;) {
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      read_cv_.wait(lock, [&] { return !reading_paused_ || workers_stopping_ || !error_.ok(); });
-      if (workers_stopping_ || !error_.ok()) return;
-    }
-    absl::Status error;
-    if (!ReadFully(header_bytes_, kFrameHeaderBytes, false, &error)) {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (workers_stopping_) return;  // the shutdown that stopped us
-    }
-    if (!error.ok()) return FailFromWorker(error);
-    OnHeader({});
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!error_.ok()) return;
-    }
-    if (read_len_ == 0) continue;  // OnHeader finished the frame
-    if (!ReadFully(read_dst_, read_len_, true, &error)) {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (workers_stopping_) return;
-    }
-    if (!error.ok()) return FailFromWorker(error);
-    FinishFrame();
-  }
-}
-
-void TcpConnection::WriterLoop() {
-  std::vector<struct iovec> iov;
-  std::unique_lock<std::mutex> lock(mu_);
-  for (;;) {
-    write_cv_.wait(
-        lock, [&] { return workers_stopping_ || !error_.ok() || (!out_.empty() && !writing_); });
-    if (workers_stopping_ || !error_.ok()) return;
-    writing_ = true;
-    iov.clear();
-    const size_t frames = NextBatch([&](const uint8_t* data, size_t size) {
-      iov.push_back({const_cast<uint8_t*>(data), size});
-    });
-    lock.unlock();
-    absl::Status error;
-    const bool ok = WriteFully(&iov, &error);
-    lock.lock();
-    if (!ok) {
-      if (workers_stopping_) return;
-      lock.unlock();
-      return FailFromWorker(error);
-    }
-    const bool close = PopWritten(frames);
-    writing_ = false;
-    if (close) {
-      // Written: now close (on the io thread, which joins us).
-      lock.unlock();
-      std::weak_ptr<TcpConnection> weak = weak_from_this();
-      asio::post(executor_, [weak] {
-        if (auto self = weak.lock()) self->Close();
-      });
-      return;
-    }
-  }
+  return last_header_;
 }
 
 }  // namespace rt::net

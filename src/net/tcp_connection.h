@@ -6,12 +6,19 @@
 // threads and block on a condition variable, never on the socket.
 //
 // Life cycle: created by TcpNode, StartReading() with a handshake handler (hello,
-// proof and fingerprint frames go to it), Establish() once authenticated; from then on
-// data frames go to the data queue and control frames to the control queue, and
-// (LinkOptions::worker_threads) a reader and a writer thread of the connection take
-// the socket over from the io thread at the next frame boundary. Any
-// violation (bad frame, wrong order, peer error frame, EOF) fails the connection: the
-// socket is closed and every waiter returns the error, which names the peer.
+// proof and fingerprint frames go to it), SetFrameKeys() when the link is sealed
+// (--encrypt), Establish() once authenticated; from then on data frames go to the data
+// queue and control frames to the control queue, and (LinkOptions::worker_threads) a
+// reader and a writer thread of the connection take the socket over from the io thread
+// at the next frame boundary. Any violation (bad or unauthentic frame, wrong order,
+// older epoch, peer error frame, EOF) fails the connection: the socket is closed and
+// every waiter returns the error, which names the peer.
+//
+// Files: the frames themselves are made and checked by frame_codec.h only. This
+// class's methods live in three files, one job each: tcp_connection.cc (the user side:
+// queues, sends, receives into place, errors), tcp_connection_asio.cc (the Asio engine:
+// reads and writes on the io thread during the handshake) and
+// tcp_connection_threads.cc (the blocking reader and writer threads after it).
 #pragma once
 
 // A libstdc++ header must come before asio.hpp: Asio decides between aligned_alloc
@@ -41,11 +48,14 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "net/frame.h"
+#include "net/frame_codec.h"
 
 namespace rt::net {
 
+inline constexpr size_t kMaxFramesPerWrite = 16;  // frames per gather write
+
 struct LinkOptions {
-  uint64_t max_payload_bytes = kDefaultMaxPayloadBytes;  // bigger frames are refused
+  FrameLimits limits;  // per frame type; bigger frames are refused when their header arrives
   size_t max_queued_messages = 64;  // received but not yet taken; reading pauses beyond
   // Reading also pauses once this many payload bytes wait to be taken: on loopback a
   // short queue keeps received buffers in cache (measured: faster allreduce).
@@ -78,8 +88,13 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
 
   // ---- io thread ----
   void StartReading(FrameHandler handshake_handler, ErrorHandler on_error);
+  // Seals the link: frames from kFirstSealedSequence on, both ways, are sealed under
+  // these keys (call before the peer's frame kFirstSealedSequence is read and before
+  // this end sends its own).
+  void SetFrameKeys(const FrameKeys& keys);
   // Data/control frames are accepted from now on; errors name the peer as `peer_name`.
   void Establish(int peer_rank, std::string peer_name);
+  bool sealed() const { return sealed_.load(); }
 
   // ---- any thread ----
   // Queues a frame whose payload is owned by the connection (handshake, control, error).
@@ -95,9 +110,10 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   asio::ip::tcp::socket& socket() { return socket_; }  // io thread only
 
   // ---- user thread (the RingTransport contract) ----
-  // `data` must stay valid until WaitSendsDone() returns OK; crc32c is computed here.
+  // `data` must stay valid until WaitSendsDone() returns OK; crc32c is computed here
+  // (on sealed links the payload is sealed here instead, into a buffer of the link's).
   absl::Status SendData(absl::Span<const uint8_t> data, uint8_t codec);
-  // The same with the payload's crc32c computed by the caller.
+  // The same with the payload's crc32c computed by the caller (unused when sealed).
   absl::Status SendData(absl::Span<const uint8_t> data, uint8_t codec, uint32_t crc32c);
   // Until every data message is written, or the connection failed AND its socket is
   // closed (then the connection's error): after any result but DeadlineExceeded no
@@ -123,7 +139,11 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   absl::Status RecvControl(std::vector<uint8_t>* message, absl::Duration timeout);
   // Frames sent from now on carry `epoch`; received frames older than it are refused.
   void SetEpoch(uint64_t epoch);
+  // Frames sent from now on carry `step` (the training step they belong to).
   void SetStep(uint64_t step);
+  uint64_t epoch() const;
+  // The header of the last frame received whole and verified (tests, diagnostics).
+  FrameHeader last_received_header() const;
   uint64_t bytes_sent() const { return bytes_sent_.load(); }
   uint64_t bytes_received() const { return bytes_received_.load(); }
   // Data messages read straight into a destination given by RecvDataInto or
@@ -137,20 +157,28 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
     std::vector<uint8_t> owned;
     bool is_data = false;
     bool close_after = false;
+    bool recycle = false;  // `owned` is a sealed-frame buffer of spare_sealed_
   };
-  absl::Status Enqueue(FrameHeader header, absl::Span<const uint8_t> payload,
-                       std::vector<uint8_t> owned, bool close_after);
+  absl::Status Enqueue(FrameType type, uint8_t codec, absl::Span<const uint8_t> payload,
+                       const uint32_t* crc32c, std::vector<uint8_t> owned, bool close_after);
   absl::Status WaitQueue(std::deque<std::vector<uint8_t>>* queue, std::vector<uint8_t>* message,
                          absl::Duration timeout, const char* what);
   // mu_ held, queue not empty: swaps its front into *message, recycles, resumes reading.
   void TakeFront(std::deque<std::vector<uint8_t>>* queue, std::vector<uint8_t>* message);
   bool QueuesFull() const;  // mu_ held: reading pauses
   absl::Status TimedOut(const char* what, absl::Duration timeout) const;  // mu_ held
+  // ---- frames read, by either engine ----
+  // The header in header_bytes_ arrived: checks it (IncomingFrames::Begin) and picks
+  // where the payload goes. False if the connection failed.
+  bool BeginFrame();
+  void TakePayloadBytes(uint8_t* bytes, size_t n);  // checks/opens and counts them
+  void FinishFrame();  // payload and trailer are in: verifies, then delivers the frame
+  // ---- the Asio engine (tcp_connection_asio.cc) ----
   void ReadHeader();
   void OnHeader(const asio::error_code& ec);
+  void ContinueFrame();  // reads what is left of the frame: payload, trailer
   void ReadPayload();
-  void TakePayloadBytes(const uint8_t* bytes, size_t n);  // checksum and count, either reader
-  void FinishFrame();
+  void ReadTrailer();
   // mu_ held: passes the bytes of the next frames to write (at most
   // kMaxFramesPerWrite, ending with a close_after frame) to add(data, size) and
   // returns how many frames they are.
@@ -185,6 +213,7 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   const LinkOptions options_;
   std::atomic<int> peer_rank_{-1};
   std::atomic<uint64_t> min_epoch_{0};
+  std::atomic<bool> sealed_{false};
   std::atomic<uint64_t> bytes_sent_{0};
   std::atomic<uint64_t> bytes_received_{0};
   std::atomic<uint64_t> in_place_{0};
@@ -192,7 +221,8 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   // io-thread state
   FrameHandler handshake_handler_;
   ErrorHandler on_error_;
-  bool established_ = false;  // io thread writes; read by io thread only
+  // Reader state (the io thread, then the reader thread).
+  IncomingFrames in_;
   uint8_t header_bytes_[kFrameHeaderBytes];
   FrameHeader header_;
   std::vector<uint8_t> payload_;
@@ -200,8 +230,7 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   size_t read_len_ = 0;
   bool read_direct_ = false;
   size_t payload_received_ = 0;
-  uint32_t payload_crc_ = 0;
-  FrameOrderChecker order_;
+  size_t trailer_len_ = 0;  // tag bytes after the payload (sealed frames)
   std::vector<asio::const_buffer> write_buffers_;
   bool reader_threaded_ = false;  // reader logic runs on reader_ (set before it starts)
 
@@ -215,9 +244,12 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   std::deque<OutFrame> out_;
   bool writing_ = false;
   size_t pending_data_ = 0;
-  uint64_t next_sequence_ = 0;
-  uint64_t epoch_ = 0;
-  uint64_t step_ = 0;
+  FrameHeader last_header_;  // the last frame received whole
+  // Senders take send_mu_ (before mu_, never the other way): it orders frames, and
+  // sealing (outside mu_) does not hold up the reader's use of mu_.
+  std::mutex send_mu_;
+  OutgoingFrames out_codec_;                        // send_mu_
+  std::vector<std::vector<uint8_t>> spare_sealed_;  // mu_: buffers of written sealed frames
   std::deque<std::vector<uint8_t>> data_in_;
   std::deque<std::vector<uint8_t>> control_in_;
   size_t queued_bytes_ = 0;  // payload bytes in data_in_ and control_in_
@@ -261,5 +293,20 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   std::thread reader_, writer_;
   std::mutex join_mu_;  // serialises StopWorkers
 };
+
+// Used by both engines.
+template <typename AddBuffer>
+inline size_t TcpConnection::NextBatch(AddBuffer add) {
+  // deque::push_back keeps references to existing elements valid, so the buffers
+  // stay valid while users queue more frames.
+  size_t frames = 0;
+  for (auto it = out_.begin(); it != out_.end() && frames < kMaxFramesPerWrite; ++it) {
+    ++frames;
+    add(it->header.data(), it->header.size());
+    if (!it->payload.empty()) add(it->payload.data(), it->payload.size());
+    if (it->close_after) break;
+  }
+  return frames;
+}
 
 }  // namespace rt::net

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <thread>
@@ -14,7 +15,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "core/log.h"
+#include "net/frame_cipher.h"
 
 namespace rt::net {
 namespace {
@@ -161,7 +164,9 @@ struct Handshake : std::enable_shared_from_this<Handshake> {
     hello.endpoint = node.self_endpoint();
     hello.channel = channel;
     hello.dialer = dialer;
+    hello.encrypt = node.options().encrypt;
     hello.nonce = RandomNonce();
+    my_nonce = hello.nonce;
     my_hello = EncodeHello(hello);
     auto self = shared_from_this();
     timer.expires_after(absl::ToChronoNanoseconds(node.options().handshake_timeout));
@@ -214,6 +219,17 @@ struct Handshake : std::enable_shared_from_this<Handshake> {
                       absl::StrFormat("cluster id differs: you are in '%s', I am in '%s'",
                                       hello->cluster_id, opt.cluster_id));
       }
+      if (hello->encrypt != opt.encrypt) {
+        return Refuse(conn,
+                      absl::FailedPreconditionError(absl::StrFormat(
+                          "%s runs with --encrypt %s, this peer with --encrypt %s: every peer "
+                          "must seal its links alike (--encrypt auto is on unless every host "
+                          "is loopback)",
+                          peer, EncryptName(hello->encrypt), EncryptName(opt.encrypt))),
+                      absl::StrFormat("--encrypt differs: you run with --encrypt %s, I run with "
+                                      "--encrypt %s",
+                                      EncryptName(hello->encrypt), EncryptName(opt.encrypt)));
+      }
       if (hello->dialer == dialer) {
         return Refuse(conn, absl::DataLossError(peer + " sent a hello with the wrong role"),
                       "protocol error");
@@ -244,6 +260,12 @@ struct Handshake : std::enable_shared_from_this<Handshake> {
       peer_rank = dialer ? expected_rank : observer ? kObserverRank : known;
       if (!dialer) channel = hello->channel;
       peer_hello = std::move(payload);
+      if (opt.encrypt) {
+        // Before our proof goes out and before the peer's fingerprint is read: both are
+        // frames this side seals / opens from kFirstSealedSequence on.
+        conn->SetFrameKeys(DeriveFrameKeys(opt.secret, dialer ? my_nonce : hello->nonce,
+                                           dialer ? hello->nonce : my_nonce, dialer));
+      }
       Proof proof = ComputeProof(opt.secret, dialer, dialer ? my_hello : peer_hello,
                                  dialer ? peer_hello : my_hello);
       state = State::kProof;
@@ -309,6 +331,7 @@ struct Handshake : std::enable_shared_from_this<Handshake> {
   Done done;
   State state = State::kHello;
   std::vector<uint8_t> my_hello, peer_hello;
+  Nonce my_nonce{};
   int peer_rank = -1;
   bool authenticated = false;
   bool observer = false;  // the acceptor side of an observer's connection
@@ -377,7 +400,13 @@ struct Dial : std::enable_shared_from_this<Dial> {
                                              " was removed from this peer's hosts list"));
       return;
     }
-    const HostEntry host = node->Host(rank);
+    HostEntry host = node->Host(rank);
+    for (const auto& [endpoint, via] : node->options().dial_via) {
+      if (endpoint != host.Endpoint()) continue;
+      const size_t colon = via.rfind(':');
+      host.address = via.substr(0, colon);
+      host.port = static_cast<uint16_t>(std::atoi(via.c_str() + colon + 1));
+    }
     asio::error_code ec;
     tcp::endpoint ep(asio::ip::make_address(host.address, ec), host.port);
     if (ec) {
@@ -639,6 +668,21 @@ absl::StatusOr<std::shared_ptr<TcpNode>> TcpNode::Start(TcpNodeOptions options) 
     return absl::FailedPreconditionError(
         "a shared secret is required unless every host is loopback (--secret-file or "
         "RINGTRAIN_SECRET)");
+  }
+  if (options.secret.empty() && options.encrypt) {
+    return absl::FailedPreconditionError(
+        "--encrypt on needs a shared secret (--secret-file or RINGTRAIN_SECRET)");
+  }
+  if (options.dial_via.empty()) {
+    if (const char* via = std::getenv("RINGTRAIN_TEST_DIAL_VIA")) {
+      for (absl::string_view pair : absl::StrSplit(via, ',', absl::SkipEmpty())) {
+        std::vector<std::string> parts = absl::StrSplit(pair, '=');
+        if (parts.size() != 2) {
+          return absl::InvalidArgumentError("RINGTRAIN_TEST_DIAL_VIA: expected ENDPOINT=HOST:PORT");
+        }
+        options.dial_via.emplace_back(parts[0], parts[1]);
+      }
+    }
   }
   std::shared_ptr<TcpNode> node(new TcpNode(std::move(options)));
   if (!node->options_.observer) {

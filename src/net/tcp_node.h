@@ -53,10 +53,13 @@ inline constexpr uint64_t kObserverChannel = 0x54415453'00000001ull;
 inline constexpr int kObserverRank = -2;
 
 struct TcpNodeOptions {
-  std::vector<HostEntry> hosts;          // rank order
-  int self_rank = -1;                    // -1 with `observer`
-  bool observer = false;                 // a status client (see the file comment)
-  std::string secret;                    // "" only when every host is loopback
+  std::vector<HostEntry> hosts;  // rank order
+  int self_rank = -1;            // -1 with `observer`
+  bool observer = false;         // a status client (see the file comment)
+  std::string secret;            // "" only when every host is loopback
+  // Seal every link after the handshake (AES-256-GCM, frame_cipher.h); needs a secret.
+  // Peers that differ are refused (handshake.h).
+  bool encrypt = false;
   std::string cluster_id = "ringtrain";  // hosts-file independent job name
   Fingerprint fingerprint;               // must equal on every peer
   LinkOptions link;
@@ -67,6 +70,9 @@ struct TcpNodeOptions {
   // between processes, and small buffers keep those bytes in cache (measured on
   // 2 local peers: busbw 1.7 -> 2.2 GB/s best case for 496 MB allreduces).
   int loopback_socket_buffer_bytes = 256 << 10;
+  // Tests: dial the peer whose endpoint is `first` at `second` instead ("HOST:PORT" of
+  // a relay that forwards to it). Empty: $RINGTRAIN_TEST_DIAL_VIA, "E=A,E=A", if set.
+  std::vector<std::pair<std::string, std::string>> dial_via;
 };
 
 class TcpNode;

@@ -124,8 +124,14 @@ void TcpRing::CancelRecvsInto() {
 }
 
 void TcpRing::SetEpoch(uint64_t epoch) {
+  epoch_ = epoch;
   if (next_) next_->connection().SetEpoch(epoch);
   if (prev_) prev_->connection().SetEpoch(epoch);
+}
+
+void TcpRing::SetStep(uint64_t step) {
+  if (next_) next_->connection().SetStep(step);
+  if (prev_) prev_->connection().SetStep(step);
 }
 
 uint64_t TcpRing::bytes_sent() const { return next_ ? next_->connection().bytes_sent() : 0; }

@@ -63,8 +63,14 @@ class TcpRing : public RingTransport {
   absl::Status PostRecvsInto(size_t skip, absl::Span<const absl::Span<uint8_t>> dsts) override;
   void CancelRecvsInto() override;
 
-  // Frames sent from now on carry `epoch`; older frames received are refused.
+  // Frames sent from now on carry `epoch`; older frames received are refused. A ring
+  // formed from another (re-ordered by a probe) must be given the epoch of the one it
+  // replaces (collective::ProbeAndReorder does).
   void SetEpoch(uint64_t epoch);
+  uint64_t epoch() const { return epoch_; }
+  // Frames sent from now on carry `step` (the training step they belong to).
+  void SetStep(uint64_t step);
+  bool encrypted() const { return node_->options().encrypt; }  // links sealed (--encrypt)
   const std::vector<int>& order() const { return order_; }
   int host_rank() const { return order_[position_]; }
   const std::shared_ptr<TcpNode>& node() const { return node_; }
@@ -81,6 +87,7 @@ class TcpRing : public RingTransport {
   int position_;
   std::unique_ptr<Link> next_;  // connection we dialed: we send on it
   std::unique_ptr<Link> prev_;  // connection we accepted: we receive on it
+  uint64_t epoch_ = 0;
 };
 
 }  // namespace rt::net

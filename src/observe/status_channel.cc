@@ -88,9 +88,10 @@ void StatusResponder::Loop() {
 
 absl::StatusOr<StatusAnswer> QueryRingStatus(const std::vector<net::HostEntry>& hosts,
                                              const std::string& secret,
-                                             const std::string& cluster_id,
-                                             absl::Duration timeout) {
+                                             const std::string& cluster_id, absl::Duration timeout,
+                                             bool encrypt) {
   net::TcpNodeOptions o;
+  o.encrypt = encrypt;
   o.hosts = hosts;
   o.observer = true;
   o.secret = secret;

@@ -59,6 +59,7 @@ struct StatusAnswer {
 // wins. Unavailable naming every peer's problem when none answers within `timeout`.
 absl::StatusOr<StatusAnswer> QueryRingStatus(const std::vector<net::HostEntry>& hosts,
                                              const std::string& secret,
-                                             const std::string& cluster_id, absl::Duration timeout);
+                                             const std::string& cluster_id, absl::Duration timeout,
+                                             bool encrypt = false);
 
 }  // namespace rt::observe

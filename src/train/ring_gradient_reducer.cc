@@ -291,6 +291,8 @@ absl::Status RingGradientReducer::BeginStep(int64_t step, absl::Span<float> grad
     RETURN_IF_ERROR(
         WithContext(PlanCodecs(), absl::StrFormat("step %d: planning codecs", step + 1)));
   }
+  // The step's frames carry it (after a probe: on the ring it may have re-formed).
+  if (tcp_ != nullptr) tcp_->SetStep(static_cast<uint64_t>(step));
   begin_ns_ = NowNs();
   first_ready_ns_ = ready0_ns_ = -1;
   RETURN_IF_ERROR(WithContext(b->Start(grads, step), absl::StrCat("step ", step + 1)));
