@@ -82,7 +82,7 @@ TEST_CASE("bulk bf16 conversions give the same bits on every path") {
     CHECK(h == scalar);
     std::vector<float> back(n);
     Bf16ToFloatN(scalar.data(), back.data(), n);
-    CHECK(std::memcmp(back.data(), back_scalar.data(), n * 4) == 0);
+    CHECK((n == 0 || std::memcmp(back.data(), back_scalar.data(), n * 4) == 0));
   }
 }
 
