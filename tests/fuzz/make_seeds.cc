@@ -228,6 +228,10 @@ void TextFormats() {
   Write("flagfile", "train",
         "# training flags\n--fuzz-int=4\n--fuzz_string \"a b\"\n--fuzz-bool\n--nofuzz-bool\n"
         "--fuzz-double=1e-3\n--fuzz-list=a,b,c\n");
+  Write("json", "status",
+        "{\"peer\":\"10.0.0.2:29500\",\"step\":120,\"loss\":3.25,\"training\":true,"
+        "\"links\":[{\"to\":\"[::1]:29501\",\"bytes_per_s\":1.2e9}],\"val\":null}\n");
+  Write("json", "escapes", "[\"Xin ch\\u00e0o \\ud83d\\ude00\", -0.5e-3, [], {}, \"\\\"\\n\"]");
   Write("flagfile", "quotes", "--fuzz-string='x'\n\n   --fuzz-int 7\r\n");
 }
 
