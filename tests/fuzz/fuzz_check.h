@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +22,11 @@
   } while (0)
 
 namespace rt::fuzz {
+
+// The key of the sealed links in the frame target and its seeds (make_seeds.cc).
+inline constexpr std::array<uint8_t, 32> kFrameKey = {
+    1,   8,   15,  22,  29,  36,  43,  50,  57,  64,  71,  78,  85,  92,  99,  106,
+    113, 120, 127, 134, 141, 148, 155, 162, 169, 176, 183, 190, 197, 204, 211, 218};
 
 // A decoder's error must be one of the codes its header documents.
 inline void CheckErrorCode(const absl::Status& s, std::initializer_list<absl::StatusCode> allowed) {

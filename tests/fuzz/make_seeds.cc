@@ -18,7 +18,9 @@
 #include "core/bf16.h"
 #include "data/data_manifest.h"
 #include "data/token_shard.h"
+#include "fuzz_check.h"
 #include "net/frame.h"
+#include "net/frame_codec.h"
 #include "net/handshake.h"
 #include "observe/peer_report.h"
 
@@ -62,6 +64,31 @@ void Frames() {
   h = FrameHeader{};
   h.type = FrameType::kHello;
   Write("frame", "empty-hello", EncodeFrame(h, {}));
+
+  // What one connection receives: the handshake, then control and data frames, on a
+  // plain link and on one sealed under the frame target's key.
+  for (bool sealed : {false, true}) {
+    OutgoingFrames out;
+    if (sealed) out.SetKey(rt::fuzz::kFrameKey);
+    out.set_epoch(4);
+    out.set_step(120);
+    std::vector<uint8_t> stream;
+    const std::vector<std::pair<FrameType, std::vector<uint8_t>>> frames = {
+        {FrameType::kHello, {1, 2, 3}},       {FrameType::kProof, std::vector<uint8_t>(32, 7)},
+        {FrameType::kFingerprint, {4, 5, 6}}, {FrameType::kControl, {9, 9}},
+        {FrameType::kData, payload},
+    };
+    for (const auto& [type, bytes] : frames) {
+      uint8_t header[kFrameHeaderBytes];
+      std::vector<uint8_t> sealed_bytes;
+      const bool is_sealed = out.NextIsSealed();
+      if (!out.Encode(type, 0, bytes, nullptr, header, &sealed_bytes).ok()) std::exit(1);
+      stream.insert(stream.end(), header, header + kFrameHeaderBytes);
+      const std::vector<uint8_t>& body = is_sealed ? sealed_bytes : bytes;
+      stream.insert(stream.end(), body.begin(), body.end());
+    }
+    Write("frame", sealed ? "stream-sealed" : "stream-plain", stream);
+  }
 }
 
 void Handshake() {
@@ -76,7 +103,8 @@ void Handshake() {
   Write("handshake", "hello", EncodeHello(hello));
   hello.endpoint = "[::1]:29501";
   hello.dialer = false;
-  Write("handshake", "hello-v6", EncodeHello(hello));
+  hello.encrypt = true;
+  Write("handshake", "hello-v6-sealed", EncodeHello(hello));
   Write("handshake", "fingerprint",
         EncodeFingerprint(
             {{"model", "layers=2 heads=4 dim=64"}, {"lr", "0.001"}, {"tokenizer", "t1"}}));
