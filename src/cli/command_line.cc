@@ -221,9 +221,14 @@ absl::StatusOr<std::vector<OriginArg>> ReadFlagFile(const std::string& path,
     return ErrorAt(include_origin, absl::StrCat("--flagfile ", path,
                                                 ": cannot read it: ", text.status().message()));
   }
+  return ParseFlagFileText(*text, path);
+}
+
+absl::StatusOr<std::vector<OriginArg>> ParseFlagFileText(absl::string_view text,
+                                                         const std::string& path) {
   std::vector<OriginArg> out;
   int line_no = 0;
-  for (absl::string_view raw : absl::StrSplit(*text, '\n')) {
+  for (absl::string_view raw : absl::StrSplit(text, '\n')) {
     ++line_no;
     const std::string line(absl::StripAsciiWhitespace(raw));  // also a CRLF file's '\r'
     if (line.empty() || line[0] == '#') continue;

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "cli/subcommand.h"
 
 namespace rt::cli {
@@ -43,6 +44,10 @@ struct OriginArg {
 // a line that is not a flag is an error naming PATH:LINE.
 absl::StatusOr<std::vector<OriginArg>> ReadFlagFile(const std::string& path,
                                                     const std::string& include_origin);
+
+// ReadFlagFile's parsing of the text of the flag file `path` (which is not read).
+absl::StatusOr<std::vector<OriginArg>> ParseFlagFileText(absl::string_view text,
+                                                         const std::string& path);
 
 struct ParsedArgs {
   bool help = false;                    // --help, -h or --helpfull was given

@@ -4,83 +4,15 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
-#include <set>
 #include <thread>
 
 #include "absl/strings/str_format.h"
+#include "cluster/state_messages.h"
 #include "core/crc32c.h"
 #include "core/status_macros.h"
 
 namespace rt::cluster {
 namespace {
-
-constexpr uint32_t kMagic = 0x54535452u;  // "RTST" in memory order
-enum MsgType : uint8_t { kRequest = 1, kManifest = 2, kChunk = 3, kAck = 4 };
-constexpr size_t kMaxSections = 4096;
-constexpr size_t kMaxName = 256;
-constexpr size_t kMaxReason = 4096;
-
-class Writer {
- public:
-  explicit Writer(MsgType t) {
-    U32(kMagic);
-    U8(t);
-  }
-  void U8(uint8_t v) { b_.push_back(v); }
-  void U32(uint32_t v) { Raw(&v, 4); }
-  void U64(uint64_t v) { Raw(&v, 8); }
-  void Str(const std::string& s) {
-    U32(static_cast<uint32_t>(s.size()));
-    Raw(s.data(), s.size());
-  }
-  std::vector<uint8_t> Take() { return std::move(b_); }
-
- private:
-  void Raw(const void* p, size_t n) {  // little-endian hosts only (x86-64, arm64)
-    const auto* c = static_cast<const uint8_t*>(p);
-    b_.insert(b_.end(), c, c + n);
-  }
-  std::vector<uint8_t> b_;
-};
-
-class Reader {
- public:
-  Reader(const std::vector<uint8_t>& b, std::string where) : b_(b), where_(std::move(where)) {}
-  absl::Status Header(MsgType want) {
-    uint32_t magic = 0;
-    uint8_t type = 0;
-    if (!U32(&magic) || !U8(&type) || magic != kMagic) return Bad("not a state-transfer message");
-    if (type != want) {
-      return Bad(absl::StrFormat("message type %d where %d was expected", type, want));
-    }
-    return absl::OkStatus();
-  }
-  bool U8(uint8_t* v) { return Raw(v, 1); }
-  bool U32(uint32_t* v) { return Raw(v, 4); }
-  bool U64(uint64_t* v) { return Raw(v, 8); }
-  bool Str(std::string* s, size_t max) {
-    uint32_t n = 0;
-    if (!U32(&n) || n > max || b_.size() - pos_ < n) return false;
-    s->assign(reinterpret_cast<const char*>(b_.data() + pos_), n);
-    pos_ += n;
-    return true;
-  }
-  absl::Status End() { return pos_ == b_.size() ? absl::OkStatus() : Bad("trailing bytes"); }
-  absl::Status Bad(const std::string& what) const {
-    return absl::DataLossError(absl::StrFormat("%s: malformed message: %s", where_, what));
-  }
-
- private:
-  bool Raw(void* p, size_t n) {
-    if (b_.size() - pos_ < n) return false;
-    std::memcpy(p, b_.data() + pos_, n);
-    pos_ += n;
-    return true;
-  }
-  const std::vector<uint8_t>& b_;
-  std::string where_;
-  size_t pos_ = 0;
-};
 
 absl::Duration Left(absl::Time deadline) {
   return std::max(deadline - absl::Now(), absl::ZeroDuration());
@@ -123,13 +55,6 @@ void LingerUntilPeerCloses(net::Link& link, absl::Duration timeout) {
   }
 }
 
-std::vector<uint8_t> EncodeAck(bool ok, const std::string& reason) {
-  Writer w(kAck);
-  w.U8(ok ? 1 : 0);
-  w.Str(reason.substr(0, kMaxReason));
-  return w.Take();
-}
-
 }  // namespace
 
 const StateSection* StateSnapshot::Find(const std::string& name) const {
@@ -162,36 +87,24 @@ absl::Status ServeState(const std::shared_ptr<net::TcpNode>& node, int fetcher_r
   net::TcpConnection& conn = link->connection();
   std::vector<uint8_t> msg;
   RETURN_IF_ERROR(RecvControl(*link, &msg, options.idle_timeout, deadline, what));
-  Reader r(msg, what);
-  RETURN_IF_ERROR(r.Header(kRequest));
-  StateVersion want;
-  uint64_t step = 0;
-  if (!r.U64(&want.epoch) || !r.U64(&step)) return r.Bad("short request");
-  want.step = static_cast<int64_t>(step);
-  RETURN_IF_ERROR(r.End());
+  ASSIGN_OR_RETURN(const StateRequest request, DecodeStateRequest(msg, what));
+  const StateVersion want = request.want;
 
-  Writer m(kManifest);
+  StateManifest manifest;
   if (want != source.version) {
-    const std::string reason = absl::StrFormat("this peer holds %s, not the requested %s",
-                                               source.version.ToString(), want.ToString());
-    m.U8(0);
-    m.Str(reason);
-    (void)conn.SendOwned(net::FrameType::kControl, m.Take());
+    manifest.reason = absl::StrFormat("this peer holds %s, not the requested %s",
+                                      source.version.ToString(), want.ToString());
+    (void)conn.SendOwned(net::FrameType::kControl, EncodeStateManifest(manifest));
     LingerUntilPeerCloses(*link, std::min(options.idle_timeout, absl::Seconds(2)));
-    return absl::FailedPreconditionError(what + ": refused: " + reason);
+    return absl::FailedPreconditionError(what + ": refused: " + manifest.reason);
   }
-  m.U8(1);
-  m.Str("");
-  m.U64(source.version.epoch);
-  m.U64(static_cast<uint64_t>(source.version.step));
-  m.U32(options.chunk_bytes);
-  m.U32(static_cast<uint32_t>(source.sections.size()));
+  manifest.ok = true;
+  manifest.version = source.version;
+  manifest.chunk_bytes = options.chunk_bytes;
   for (const auto& s : source.sections) {
-    m.Str(s.name);
-    m.U64(s.bytes.size());
-    m.U32(Crc32c(s.bytes.data(), s.bytes.size()));
+    manifest.sections.push_back({s.name, s.bytes.size(), Crc32c(s.bytes.data(), s.bytes.size())});
   }
-  RETURN_IF_ERROR(conn.SendOwned(net::FrameType::kControl, m.Take()));
+  RETURN_IF_ERROR(conn.SendOwned(net::FrameType::kControl, EncodeStateManifest(manifest)));
 
   std::deque<std::vector<uint8_t>> altered;  // test hook copies, alive until sent
   absl::Status st;
@@ -206,11 +119,9 @@ absl::Status ServeState(const std::shared_ptr<net::TcpNode>& node, int fetcher_r
       }
       absl::Span<const uint8_t> chunk =
           bytes.subspan(off, std::min<size_t>(options.chunk_bytes, bytes.size() - off));
-      Writer h(kChunk);
-      h.U32(static_cast<uint32_t>(si));
-      h.U64(off);
-      h.U32(static_cast<uint32_t>(chunk.size()));
-      h.U32(Crc32c(chunk.data(), chunk.size()));
+      const StateChunkHeader header{static_cast<uint32_t>(si), off,
+                                    static_cast<uint32_t>(chunk.size()),
+                                    Crc32c(chunk.data(), chunk.size())};
       const int64_t flip = options.test_flip_byte_at;
       if (si == 0 && flip >= static_cast<int64_t>(off) &&
           flip < static_cast<int64_t>(off + chunk.size())) {
@@ -218,7 +129,7 @@ absl::Status ServeState(const std::shared_ptr<net::TcpNode>& node, int fetcher_r
         altered.back()[flip - off] ^= 0x01;
         chunk = altered.back();
       }
-      st = conn.SendOwned(net::FrameType::kControl, h.Take());
+      st = conn.SendOwned(net::FrameType::kControl, EncodeStateChunkHeader(header));
       if (st.ok()) st = conn.SendData(chunk, 0);
       ++chunks;
     }
@@ -235,12 +146,8 @@ absl::Status ServeState(const std::shared_ptr<net::TcpNode>& node, int fetcher_r
   if (!st.ok()) return absl::Status(st.code(), absl::StrFormat("%s: %s", what, st.message()));
 
   RETURN_IF_ERROR(RecvControl(*link, &msg, options.idle_timeout, deadline, what));
-  Reader a(msg, what);
-  RETURN_IF_ERROR(a.Header(kAck));
-  uint8_t ok = 0;
-  std::string reason;
-  if (!a.U8(&ok) || !a.Str(&reason, kMaxReason)) return a.Bad("short acknowledgement");
-  if (!ok) return absl::DataLossError(what + ": the fetcher refused the copy: " + reason);
+  ASSIGN_OR_RETURN(const StateAck ack, DecodeStateAck(msg, what));
+  if (!ack.ok) return absl::DataLossError(what + ": the fetcher refused the copy: " + ack.reason);
   return absl::OkStatus();
 }
 
@@ -257,14 +164,9 @@ absl::Status ReceiveSections(net::Link& link, StateSnapshot* out, uint32_t chunk
     uint32_t crc = 0;
     for (size_t off = 0; off < s.bytes.size();) {
       RETURN_IF_ERROR(RecvControl(link, &msg, options.idle_timeout, deadline, what));
-      Reader r(msg, what);
-      RETURN_IF_ERROR(r.Header(kChunk));
-      uint32_t section = 0, n = 0, chunk_crc = 0;
-      uint64_t offset = 0;
-      if (!r.U32(&section) || !r.U64(&offset) || !r.U32(&n) || !r.U32(&chunk_crc)) {
-        return r.Bad("short chunk header");
-      }
-      RETURN_IF_ERROR(r.End());
+      ASSIGN_OR_RETURN(const StateChunkHeader chunk, DecodeStateChunkHeader(msg, what));
+      const uint32_t section = chunk.section, n = chunk.bytes, chunk_crc = chunk.crc32c;
+      const uint64_t offset = chunk.offset;
       const size_t expect = std::min<size_t>(chunk_bytes, s.bytes.size() - off);
       if (section != si || offset != off || n != expect) {
         return absl::DataLossError(absl::StrFormat(
@@ -313,57 +215,32 @@ absl::StatusOr<StateSnapshot> FetchState(const std::shared_ptr<net::TcpNode>& no
       AwaitLink(node->ConnectTo(source_rank, channel, absl::Now() + options.connect_timeout),
                 options.connect_timeout, what));
   net::TcpConnection& conn = link->connection();
-  Writer req(kRequest);
-  req.U64(want.epoch);
-  req.U64(static_cast<uint64_t>(want.step));
-  RETURN_IF_ERROR(conn.SendOwned(net::FrameType::kControl, req.Take()));
+  RETURN_IF_ERROR(conn.SendOwned(net::FrameType::kControl, EncodeStateRequest({want})));
 
   std::vector<uint8_t> msg;
   RETURN_IF_ERROR(RecvControl(*link, &msg, options.idle_timeout, deadline, what));
-  Reader r(msg, what);
-  RETURN_IF_ERROR(r.Header(kManifest));
-  uint8_t ok = 0;
-  std::string reason;
-  if (!r.U8(&ok) || !r.Str(&reason, kMaxReason)) return r.Bad("short manifest");
-  if (!ok) return absl::FailedPreconditionError(what + ": the source refused: " + reason);
+  ASSIGN_OR_RETURN(StateManifest manifest, DecodeStateManifest(msg, options.max_total_bytes, what));
+  if (!manifest.ok) {
+    return absl::FailedPreconditionError(what + ": the source refused: " + manifest.reason);
+  }
+  if (manifest.version != want) {
+    return absl::DataLossError(
+        absl::StrFormat("%s: malformed message: it describes %s instead of %s", what,
+                        manifest.version.ToString(), want.ToString()));
+  }
   StateSnapshot snap;
-  uint64_t step = 0;
-  uint32_t chunk_bytes = 0, count = 0;
-  if (!r.U64(&snap.version.epoch) || !r.U64(&step) || !r.U32(&chunk_bytes) || !r.U32(&count)) {
-    return r.Bad("short manifest");
+  snap.version = manifest.version;
+  const uint32_t chunk_bytes = manifest.chunk_bytes;
+  std::vector<uint32_t> crcs;
+  for (StateManifestEntry& e : manifest.sections) {
+    crcs.push_back(e.crc32c);
+    snap.sections.push_back({std::move(e.name), std::vector<uint8_t>(e.bytes)});
   }
-  snap.version.step = static_cast<int64_t>(step);
-  if (snap.version != want) {
-    return r.Bad("it describes " + snap.version.ToString() + " instead of " + want.ToString());
-  }
-  if (chunk_bytes == 0) return r.Bad("chunk size 0");
-  if (count > kMaxSections) return r.Bad(absl::StrFormat("%d sections", count));
-  std::vector<uint32_t> crcs(count);
-  std::set<std::string> names;
-  uint64_t total = 0;
-  std::vector<uint64_t> sizes(count);
-  snap.sections.resize(count);
-  for (uint32_t i = 0; i < count; ++i) {
-    if (!r.Str(&snap.sections[i].name, kMaxName) || !r.U64(&sizes[i]) || !r.U32(&crcs[i])) {
-      return r.Bad("short section list");
-    }
-    if (snap.sections[i].name.empty() || !names.insert(snap.sections[i].name).second) {
-      return r.Bad("empty or repeated section name '" + snap.sections[i].name + "'");
-    }
-    if (sizes[i] > options.max_total_bytes || total + sizes[i] > options.max_total_bytes) {
-      return absl::ResourceExhaustedError(
-          absl::StrFormat("%s: the manifest announces more than the limit of %d bytes", what,
-                          options.max_total_bytes));
-    }
-    total += sizes[i];
-  }
-  RETURN_IF_ERROR(r.End());
-  for (uint32_t i = 0; i < count; ++i) snap.sections[i].bytes.resize(sizes[i]);
 
   absl::Status st = ReceiveSections(*link, &snap, chunk_bytes, crcs, options, deadline, what);
   if (conn.status().ok()) {
     (void)conn.SendOwned(net::FrameType::kControl,
-                         EncodeAck(st.ok(), st.ok() ? "" : std::string(st.message())));
+                         EncodeStateAck({st.ok(), st.ok() ? "" : std::string(st.message())}));
     LingerUntilPeerCloses(*link, std::min(options.idle_timeout, absl::Seconds(2)));
   }
   if (!st.ok()) return st;

@@ -5,8 +5,10 @@
 
 // GCC 12 reports false -Wmaybe-uninitialized inside immintrin.h when AVX-512 comes
 // from target attributes rather than -m flags (_mm512_undefined_* placeholders).
+#if !defined(__clang__)  // clang has no -Wmaybe-uninitialized (and no false report here)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 #include <immintrin.h>
 
 #include "core/cpu_features.h"

@@ -2,6 +2,8 @@
 // from it and RINGTRAIN_ISA (see cpu_features.h).
 #include "core/cpu_features.h"
 
+#include <cpuid.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -19,6 +21,18 @@ constexpr Isa kAllIsas[] = {Isa::kBaseline, Isa::kAvx2, Isa::kAvx512, Isa::kAvx5
 // -1: no test cap. Relaxed: kernels read it per call, tests set it between calls.
 std::atomic<int> g_test_cap{-1};
 
+// AMX-BF16 as GCC's __builtin_cpu_supports("amx-bf16") answers it (clang before 16
+// does not know that name): CPUID.(7,0):EDX bit 22, with the OS saving the tile state
+// (XCR0 bits 17 and 18).
+bool CpuHasAmxBf16() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE)) return false;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 22))) return false;
+  unsigned xcr0_lo = 0, xcr0_hi = 0;
+  __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  return (xcr0_lo & 0x60000u) == 0x60000u;
+}
+
 Isa MinIsa(Isa a, Isa b) { return static_cast<int>(a) < static_cast<int>(b) ? a : b; }
 
 }  // namespace
@@ -32,7 +46,7 @@ const CpuFeatures& GetCpuFeatures() {
     f.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
     f.avx512_bf16 = f.avx512 && __builtin_cpu_supports("avx512bf16");
-    f.amx_bf16 = __builtin_cpu_supports("amx-bf16");
+    f.amx_bf16 = CpuHasAmxBf16();
     unsigned n = std::thread::hardware_concurrency();
     f.logical_cores = n == 0 ? 1 : static_cast<int>(n);
     return f;

@@ -50,42 +50,19 @@ void EncodeHeader(uint8_t* h, int token_bytes, int vocab_size, uint64_t count, u
   StoreLe<uint32_t>(h + 36, Crc32c(h, kHeaderCrcBytes));
 }
 
+absl::Status TruncatedHeader(const std::string& path, uint64_t file_bytes) {
+  return absl::DataLossError(
+      absl::StrFormat("token shard %s is truncated: %d bytes, shorter than the %d-byte header",
+                      path, file_bytes, kShardHeaderBytes));
+}
+
 }  // namespace
 
-struct TokenShard::Mapping {
-  void* addr = nullptr;
-  size_t bytes = 0;
-  ~Mapping() {
-    if (addr != nullptr) ::munmap(addr, bytes);
-  }
-};
-
-absl::StatusOr<TokenShard> TokenShard::Open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(errno, "token shard " + path);
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
-    return ErrnoStatus(err, "stat token shard " + path);
-  }
-  const uint64_t file_bytes = static_cast<uint64_t>(st.st_size);
-  if (file_bytes < kShardHeaderBytes) {
-    ::close(fd);
-    return absl::DataLossError(
-        absl::StrFormat("token shard %s is truncated: %d bytes, shorter than the %d-byte header",
-                        path, file_bytes, kShardHeaderBytes));
-  }
-  auto mapping = std::make_shared<Mapping>();
-  mapping->addr = ::mmap(nullptr, file_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
-  int map_err = errno;
-  ::close(fd);
-  if (mapping->addr == MAP_FAILED) {
-    mapping->addr = nullptr;
-    return ErrnoStatus(map_err, "mmap token shard " + path);
-  }
-  mapping->bytes = file_bytes;
-  const uint8_t* h = static_cast<const uint8_t*>(mapping->addr);
+absl::StatusOr<TokenShardHeader> ValidateTokenShard(absl::Span<const uint8_t> file,
+                                                    const std::string& path) {
+  const uint64_t file_bytes = file.size();
+  if (file_bytes < kShardHeaderBytes) return TruncatedHeader(path, file_bytes);
+  const uint8_t* h = file.data();
 
   auto bad = [&](const std::string& what) {
     return absl::DataLossError(absl::StrCat("token shard ", path, ": ", what));
@@ -137,14 +114,56 @@ absl::StatusOr<TokenShard> TokenShard::Open(const std::string& path) {
     return bad(absl::StrFormat("token %d is outside the vocabulary of %d", max_token, vocab));
   }
 
+  TokenShardHeader header;
+  header.token_count = count;
+  header.vocab_size = static_cast<int>(vocab);
+  header.token_bytes = static_cast<int>(token_bytes);
+  header.payload_crc = payload_crc;
+  return header;
+}
+
+struct TokenShard::Mapping {
+  void* addr = nullptr;
+  size_t bytes = 0;
+  ~Mapping() {
+    if (addr != nullptr) ::munmap(addr, bytes);
+  }
+};
+
+absl::StatusOr<TokenShard> TokenShard::Open(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, "token shard " + path);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    return ErrnoStatus(err, "stat token shard " + path);
+  }
+  const uint64_t file_bytes = static_cast<uint64_t>(st.st_size);
+  if (file_bytes < kShardHeaderBytes) {
+    ::close(fd);
+    return TruncatedHeader(path, file_bytes);
+  }
+  auto mapping = std::make_shared<Mapping>();
+  mapping->addr = ::mmap(nullptr, file_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+  int map_err = errno;
+  ::close(fd);
+  if (mapping->addr == MAP_FAILED) {
+    mapping->addr = nullptr;
+    return ErrnoStatus(map_err, "mmap token shard " + path);
+  }
+  mapping->bytes = file_bytes;
+  const uint8_t* h = static_cast<const uint8_t*>(mapping->addr);
+  ASSIGN_OR_RETURN(const TokenShardHeader header, ValidateTokenShard({h, file_bytes}, path));
+
   TokenShard shard;
   shard.mapping_ = std::move(mapping);
-  shard.payload_ = payload;
+  shard.payload_ = h + kShardHeaderBytes;
   shard.path_ = path;
-  shard.token_count_ = count;
-  shard.vocab_size_ = static_cast<int>(vocab);
-  shard.token_bytes_ = static_cast<int>(token_bytes);
-  shard.payload_crc_ = payload_crc;
+  shard.token_count_ = header.token_count;
+  shard.vocab_size_ = header.vocab_size;
+  shard.token_bytes_ = header.token_bytes;
+  shard.payload_crc_ = header.payload_crc;
   return shard;
 }
 

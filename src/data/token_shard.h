@@ -30,14 +30,26 @@ inline constexpr char kShardMagic[8] = {'R', 'T', 'T', 'O', 'K', 'E', 'N', '1'};
 inline constexpr uint32_t kShardVersion = 1;
 inline constexpr size_t kShardHeaderBytes = 64;
 
+// What the header of a validated shard says.
+struct TokenShardHeader {
+  uint64_t token_count = 0;
+  int vocab_size = 0;
+  int token_bytes = 0;
+  uint32_t payload_crc = 0;
+};
+
+// Validates the bytes of a whole shard file (what TokenShard::Open maps): magic,
+// version, token width, reserved bytes, header crc, size, payload crc and that every
+// token is < vocab_size. DataLoss errors name `path` and what is wrong ("... is
+// truncated: header says 1000 tokens (2064 bytes), file has 1500 bytes").
+absl::StatusOr<TokenShardHeader> ValidateTokenShard(absl::Span<const uint8_t> file,
+                                                    const std::string& path);
+
 // A validated, read-only, memory-mapped shard. Cheap to copy (the mapping is shared)
 // and thread-safe to read concurrently.
 class TokenShard {
  public:
-  // Maps `path` and validates magic, version, token width, reserved bytes, header
-  // crc, file size and payload crc, and that every token is < vocab_size. Errors name
-  // the file and what is wrong ("... is truncated: header says 1000 tokens (2064
-  // bytes), file has 1500 bytes").
+  // Maps `path` and validates it with ValidateTokenShard.
   static absl::StatusOr<TokenShard> Open(const std::string& path);
 
   uint64_t size() const { return token_count_; }  // tokens in the shard

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/match.h"
 #include "temp_dir.h"
 
 // Flags of a fake subcommand; cltest_other exists but the fake subcommand does not use it.
@@ -92,6 +93,21 @@ TEST_CASE("flag file: the command line's syntax, comments, quotes, and where it 
   r = ParseSubcommandArgs(Fake(), {"--cltest-count=5", "--flagfile=" + file});
   REQUIRE(r.ok());
   CHECK(absl::GetFlag(FLAGS_cltest_count) == 4);
+}
+
+TEST_CASE("flag file text parses without a file, each flag with its line") {
+  auto args = ParseFlagFileText("# c\n--cltest-count 3\n\n--cltest_text='a b'\n--cltest-switch\n",
+                                "mem.flags");
+  REQUIRE(args.ok());
+  REQUIRE(args->size() == 3);
+  CHECK((*args)[0].text == "--cltest-count=3");
+  CHECK((*args)[0].origin == "mem.flags:2");
+  CHECK((*args)[1].text == "--cltest_text=a b");
+  CHECK((*args)[2].text == "--cltest-switch");
+  CHECK((*args)[2].origin == "mem.flags:5");
+  auto bad = ParseFlagFileText("--cltest-count=1\nstray\n", "mem.flags");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(absl::StartsWith(bad.status().message(), "mem.flags:2: 'stray' is not a flag"));
 }
 
 TEST_CASE("flag file: nested files, comma lists, self-inclusion") {

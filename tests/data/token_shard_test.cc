@@ -123,6 +123,24 @@ TEST_CASE("damaged shards are refused with a clear error") {
   CHECK(Has(DamagedShardError([](std::string& b) { b.clear(); }), "truncated"));
 }
 
+TEST_CASE("shard bytes validate in memory as Open validates the file") {
+  TempDir tmp;
+  const std::string path = tmp / "s.bin";
+  WriteShard(path, 1000, 2, Pattern(1000, 1000));
+  std::string bytes = ReadFile(path);
+  auto span = [&] {
+    return absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  };
+  auto header = ValidateTokenShard(span(), "mem.bin");
+  REQUIRE(header.ok());
+  CHECK(header->token_count == 1000);
+  CHECK(header->token_bytes == 2);
+  CHECK(header->vocab_size == 1000);
+  bytes.resize(40);
+  CHECK(Has(std::string(ValidateTokenShard(span(), "mem.bin").status().message()),
+            "token shard mem.bin is truncated: 40 bytes"));
+}
+
 TEST_CASE("missing shard file is NotFound naming the path") {
   auto shard = TokenShard::Open("/tmp/rt_no_such_dir/none.bin");
   REQUIRE_FALSE(shard.ok());
