@@ -54,6 +54,18 @@ float SampledThreshold(absl::Span<const float> grads, absl::Span<const float> re
   return mags[above - 1];
 }
 
+// The scalar loop of CollectCandidates over [i, e): the vector kernels' tails.
+size_t CollectTail(const float* g, float* res, size_t i, size_t e, float threshold, bool fuse,
+                   uint32_t* out, size_t c) {
+  for (; i < e; ++i) {
+    float v = res[i];
+    if (fuse) res[i] = v = g[i] + v;
+    out[c] = static_cast<uint32_t>(i);
+    c += std::fabs(v) >= threshold;
+  }
+  return c;
+}
+
 // AVX-512 kernel of CollectCandidates for one block [b, e): 16 lanes compare at
 // once and matching indices are compress-stored. Same output as the scalar loop.
 __attribute__((target("avx512f"))) size_t CollectBlockAvx512(const float* g, float* res, size_t b,
@@ -78,13 +90,7 @@ __attribute__((target("avx512f"))) size_t CollectBlockAvx512(const float* g, flo
     }
     idx = _mm512_add_epi32(idx, step);
   }
-  for (; i < e; ++i) {
-    float v = res[i];
-    if (fuse) res[i] = v = g[i] + v;
-    out[c] = static_cast<uint32_t>(i);
-    c += std::fabs(v) >= threshold;
-  }
-  return c;
+  return CollectTail(g, res, i, e, threshold, fuse, out, c);
 }
 
 // AVX2 kernel of CollectCandidates: 8 lanes compare at once; AVX2 has no compress
@@ -109,13 +115,7 @@ __attribute__((target("avx2,bmi"))) size_t CollectBlockAvx2(const float* g, floa
       m &= m - 1;
     }
   }
-  for (; i < e; ++i) {
-    float v = res[i];
-    if (fuse) res[i] = v = g[i] + v;
-    out[c] = static_cast<uint32_t>(i);
-    c += std::fabs(v) >= threshold;
-  }
-  return c;
+  return CollectTail(g, res, i, e, threshold, fuse, out, c);
 }
 
 // Appends to *cand every index in `r` with |v| >= threshold; if `fuse`, first

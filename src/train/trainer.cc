@@ -224,8 +224,7 @@ absl::Status Trainer::Run() {
     tokens_seen_ = step_ * static_cast<int64_t>(sampler_->slots()) * mc.seq_len;
     if (action == BoundaryAction::kStop) {
       LogInfo("stopping cleanly at step %d", step_);
-      FinishBackgroundCheckpoint();
-      return CheckpointOrCarryOn(/*final=*/true);
+      return CheckpointOrCarryOn(/*final=*/true);  // finishes a background write first
     }
     if (step_ >= config_.steps) break;
     if (first) {
@@ -259,8 +258,8 @@ absl::Status Trainer::Run() {
     if (!config_.ckpt_dir.empty() &&
         ((config_.ckpt_every > 0 && step_ % config_.ckpt_every == 0) || last || stop)) {
       if (last || stop) {
-        // The run ends here: this one is written now, and its failure is the run's error.
-        FinishBackgroundCheckpoint();
+        // The run ends here: this one is written now (after a background write in flight),
+        // and its failure is the run's error.
         RETURN_IF_ERROR(CheckpointOrCarryOn(/*final=*/true));
       } else {
         StartBackgroundCheckpoint();

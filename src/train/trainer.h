@@ -95,8 +95,8 @@ class Trainer {
   // A finished write of `step`: the status board hears of it; success advances
   // last/good_checkpoint_step_ and is logged.
   void RecordCheckpoint(int64_t step, const absl::Status& s, double write_ms, bool background);
-  // RecordCheckpoint, then CarryOn: for the background writer's results.
-  absl::Status AccountCheckpoint(int64_t step, const absl::Status& s, double write_ms, bool final);
+  // RecordCheckpoint, then CarryOn: a background write's result (never final).
+  void AccountCheckpoint(const BackgroundCheckpoint::Result& r);
   // After a write of `step`: AlreadyExists (another writer was first) and success are
   // fine; a failure is counted in ckpt_failures_, logged (loudly from
   // kLoudCheckpointFailures on) and returned only if `final`.

@@ -53,18 +53,17 @@ void Trainer::StartBackgroundCheckpoint() {
   const uint64_t epoch = reducer_->epoch();
   std::optional<BackgroundCheckpoint::Result> earlier =
       ckpt_writer_.Start(step, [this, step, epoch] { return WriteCheckpoint(step, epoch); });
-  if (earlier) (void)AccountCheckpoint(earlier->step, earlier->status, earlier->write_ms, false);
+  if (earlier) AccountCheckpoint(*earlier);
 }
 
 void Trainer::FinishBackgroundCheckpoint() {
   std::optional<BackgroundCheckpoint::Result> r = ckpt_writer_.Wait();
-  if (r) (void)AccountCheckpoint(r->step, r->status, r->write_ms, /*final=*/false);
+  if (r) AccountCheckpoint(*r);
 }
 
-absl::Status Trainer::AccountCheckpoint(int64_t step, const absl::Status& s, double write_ms,
-                                        bool final) {
-  RecordCheckpoint(step, s, write_ms, /*background=*/!final);
-  return CarryOn(step, s, final);
+void Trainer::AccountCheckpoint(const BackgroundCheckpoint::Result& r) {
+  RecordCheckpoint(r.step, r.status, r.write_ms, /*background=*/true);
+  (void)CarryOn(r.step, r.status, /*final=*/false);  // not final: never an error
 }
 
 absl::Status Trainer::CheckpointOrCarryOn(bool final) {
