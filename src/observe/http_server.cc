@@ -11,9 +11,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "asio.hpp"
 #include "core/log.h"
+#include "observe/http_request.h"
 
 namespace rt::observe {
 namespace {
@@ -128,38 +128,18 @@ struct HttpServer::Impl {
     }
 
     void OnData() {
-      const size_t max = server->options.max_request_bytes;
-      const size_t end = request.find("\r\n\r\n");
-      const size_t end_lf = request.find("\n\n");
-      if (end == std::string::npos && end_lf == std::string::npos) {
-        if (request.size() <= max) return Read();
-        const bool line_too_long = request.find('\n') == std::string::npos;
-        return Answer(line_too_long ? Error(414, "request line too long")
-                                    : Error(431, "request headers too large"),
-                      false);
+      const ParsedHead h = ParseRequestHead(request, server->options.max_request_bytes);
+      switch (h.kind) {
+        case ParsedHead::Kind::kNeedMore:
+          return Read();
+        case ParsedHead::Kind::kError: {
+          HttpResponse r = Error(h.error_status, h.error_why);
+          if (h.error_status == 405) r.extra_headers = "Allow: GET, HEAD\r\n";
+          return Answer(r, false);
+        }
+        case ParsedHead::Kind::kRequest:
+          return Answer(server->handler(h.request), h.request.method == "HEAD");
       }
-      const size_t line_end = request.find_first_of("\r\n");
-      if (std::min(end, end_lf) > max) return Answer(Error(431, "request too large"), false);
-      const std::string line = request.substr(0, line_end);
-      std::vector<std::string> parts = absl::StrSplit(line, ' ');
-      if (parts.size() != 3 || parts[1].empty() || parts[1][0] != '/') {
-        return Answer(Error(400, "malformed request line"), false);
-      }
-      if (parts[2] != "HTTP/1.1" && parts[2] != "HTTP/1.0") {
-        return Answer(Error(505, "only HTTP/1.0 and HTTP/1.1"), false);
-      }
-      const bool head = parts[0] == "HEAD";
-      if (parts[0] != "GET" && !head) {
-        HttpResponse r = Error(405, "read-only: only GET and HEAD");
-        r.extra_headers = "Allow: GET, HEAD\r\n";
-        return Answer(r, false);
-      }
-      HttpRequest req;
-      req.method = parts[0];
-      const size_t q = parts[1].find('?');
-      req.path = parts[1].substr(0, q);
-      if (q != std::string::npos) req.query = parts[1].substr(q + 1);
-      Answer(server->handler(req), head);
     }
 
     void Answer(const HttpResponse& r, bool head) {
