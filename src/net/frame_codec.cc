@@ -24,8 +24,12 @@ absl::StatusOr<FrameHeader> OutgoingFrames::Encode(FrameType type, uint8_t codec
   if (!seal) h.payload_crc32c = crc32c ? *crc32c : Crc32c(payload.data(), payload.size());
   EncodeFrameHeader(h, header_out);
   if (seal) {
-    // resize() keeps a recycled buffer's bytes: no zero-fill when sizes repeat.
-    sealed->resize(payload.size() + kFrameTagBytes);
+    // resize() keeps a recycled buffer's bytes: no zero-fill when sizes repeat. A fresh
+    // buffer gets 1/16 slack: a ring's chunks differ by a few bytes, and growing past
+    // the capacity would copy the whole buffer.
+    const size_t n = payload.size() + kFrameTagBytes;
+    if (sealed->capacity() < n) sealed->reserve(n + n / 16);
+    sealed->resize(n);
     absl::Status st = sealer_->Seal(h.sequence, header_out, payload.data(), payload.size(),
                                     sealed->data(), sealed->data() + payload.size());
     if (!st.ok()) return st;

@@ -250,6 +250,7 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   std::mutex send_mu_;
   OutgoingFrames out_codec_;                        // send_mu_
   std::vector<std::vector<uint8_t>> spare_sealed_;  // mu_: buffers of written sealed frames
+  size_t spare_sealed_bytes_ = 0;                   // mu_: their capacity
   std::deque<std::vector<uint8_t>> data_in_;
   std::deque<std::vector<uint8_t>> control_in_;
   size_t queued_bytes_ = 0;  // payload bytes in data_in_ and control_in_
