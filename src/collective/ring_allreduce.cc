@@ -34,11 +34,15 @@ absl::Status RingAllreduce::run() {
     return absl::InvalidArgumentError(absl::StrFormat(
         "allreduce: residual has %d floats, data has %d", residual_.size(), data_.size()));
   }
+  if (options_.phases == RingPhases::kAllgather && options_.wire != WireFormat::kFp32) {
+    return absl::InvalidArgumentError("allgather: fp32 wire only (it carries parameters)");
+  }
   if (size_ == 1) {  // alone: the sum is our contribution, nothing is rounded
     std::fill(residual_.begin(), residual_.end(), 0.0f);
     return absl::OkStatus();
   }
-  absl::Status status = Exchange();
+  absl::Status status =
+      options_.phases == RingPhases::kAllgather ? ExchangeAllgather() : Exchange();
   if (!status.ok()) {
     // Stopped on an error: the transport must stop writing into our buffers, and
     // sends still queued get a moment to leave (a broken link closes at once), so
@@ -51,7 +55,8 @@ absl::Status RingAllreduce::run() {
 
 absl::Status RingAllreduce::Exchange() {
   const size_t chunks = chunks_per_segment_;
-  RETURN_IF_ERROR(PostFinalChunks());
+  const bool scatter_only = options_.phases == RingPhases::kReduceScatter;
+  if (!scatter_only) RETURN_IF_ERROR(PostFinalChunks());
 
   // Reduce-scatter, step 0: our own contribution to the segment we own. Chunk c is
   // checksummed (and, bf16, encoded) only kOwnLookahead chunks ahead of the chunk we
@@ -79,7 +84,9 @@ absl::Status RingAllreduce::Exchange() {
       RETURN_IF_ERROR(send_own_until(c + 1 + kOwnLookahead));
       Range ch = Chunk(segment, c);
       RETURN_IF_ERROR(RecvChunk(ch));
-      held.emplace_back(ch, ReduceChunk(ch));
+      const uint32_t crc = ReduceChunk(ch);
+      // The complete sum of our owned segment stays here when only scattering.
+      if (!(scatter_only && k == size_ - 2)) held.emplace_back(ch, crc);
       if (own_sent < chunks) continue;
       for (const auto& [range, crc] : held) RETURN_IF_ERROR(SendChunk(range, crc));
       held.clear();
@@ -90,6 +97,15 @@ absl::Status RingAllreduce::Exchange() {
   // the successor not receiving, deadlocks once a segment has more chunks than the
   // links can buffer. Overwriting in the allgather is safe without it (see
   // PostFinalChunks).
+
+  if (scatter_only) {
+    RETURN_IF_ERROR(ring_->WaitSendsDone(options_.timeout));
+    if (options_.wire == WireFormat::kBf16) {  // what the allgather would have delivered
+      const auto [begin, end] = OwnedRange(data_.size(), size_, rank_);
+      for (size_t i = begin; i < end; ++i) data_[i] = Bf16ToFloat(staging_[i]);
+    }
+    return absl::OkStatus();
+  }
 
   // Allgather, step k: the final sum of segment rank-k arrives; we keep it and pass
   // it on, except at the last step: our successor computed that segment itself, so
@@ -106,6 +122,36 @@ absl::Status RingAllreduce::Exchange() {
   RETURN_IF_ERROR(ring_->WaitSendsDone(options_.timeout));
   Finalize();
   return absl::OkStatus();
+}
+
+absl::Status RingAllreduce::ExchangeAllgather() {
+  // The allreduce's allgather, started by every peer from its owned segment (rank+1)
+  // instead of from the last reduce-scatter message: the same messages in the same
+  // order. Every other segment is received in place (posted before anything is sent:
+  // we never write those ranges, so an early arrival is safe).
+  std::vector<absl::Span<uint8_t>> finals;
+  for (int k = 0; k < size_ - 1; ++k) {
+    for (size_t c = 0; c < chunks_per_segment_; ++c) {
+      Range r = Chunk(Mod(rank_ - k), c);
+      if (r.size() > 0) finals.push_back(WireBytes(r));
+    }
+  }
+#if !defined(__SANITIZE_THREAD__)  // see PostFinalChunks
+  RETURN_IF_ERROR(ring_->PostRecvsInto(0, finals));
+#endif
+  for (size_t c = 0; c < chunks_per_segment_; ++c) {
+    RETURN_IF_ERROR(SendChunk(Chunk(Mod(rank_ + 1), c)));
+  }
+  for (int k = 0; k < size_ - 2; ++k) {
+    const int segment = Mod(rank_ - k);
+    for (size_t c = 0; c < chunks_per_segment_; ++c) {
+      Range ch = Chunk(segment, c);
+      RETURN_IF_ERROR(RecvFinalChunk(ch));
+      RETURN_IF_ERROR(SendChunk(ch));
+    }
+  }
+  RETURN_IF_ERROR(RecvLastFinalChunks(Mod(rank_ - (size_ - 2))));
+  return ring_->WaitSendsDone(options_.timeout);
 }
 
 absl::Status RingAllreduce::PostFinalChunks() {
@@ -142,6 +188,12 @@ absl::Span<uint8_t> RingAllreduce::WireBytes(Range r) {
                      ? reinterpret_cast<uint8_t*>(data_.data() + r.begin)
                      : reinterpret_cast<uint8_t*>(staging_.data() + r.begin);
   return absl::MakeSpan(dst, r.size() * ElementBytes());
+}
+
+std::pair<size_t, size_t> OwnedRange(size_t length, int peers, int rank) {
+  if (peers <= 1) return {0, length};
+  const int segment = (rank + 1) % peers;  // the same split as RingAllreduce::Chunk
+  return {length * segment / peers, length * (segment + 1) / peers};
 }
 
 RingAllreduce::Range RingAllreduce::Chunk(int segment, size_t chunk) const {

@@ -25,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -37,11 +38,35 @@ namespace rt::collective {
 
 enum class WireFormat { kFp32, kBf16 };
 
+// What a RingAllreduce runs: both halves (the allreduce), or one of them alone, for
+// optimizer sharding (ZeRO stage 1: reduce-scatter the gradients, each peer updates
+// the parameters of the segment it owns, allgather the parameters). The halves move
+// the same bytes as the allreduce does, and their results are bit for bit the
+// allreduce's (see OwnedRange).
+enum class RingPhases {
+  kAllreduce,
+  // Afterwards data[OwnedRange] holds the sum over all peers, exactly the bits the
+  // allreduce would leave there (bf16 wire: the bf16-rounded sum, as a float; the
+  // residual is the allreduce's too). The rest of data is left partially reduced.
+  kReduceScatter,
+  // Before: data[OwnedRange] is this peer's part (fp32 wire only). Afterwards every
+  // peer's data holds every peer's part, each at its own range.
+  kAllgather,
+};
+
 struct AllreduceOptions {
   size_t chunk_bytes = size_t{1} << 20;         // target wire bytes per message
   absl::Duration timeout = absl::Seconds(120);  // per receive / per wait for sends
   WireFormat wire = WireFormat::kFp32;
+  RingPhases phases = RingPhases::kAllreduce;
 };
+
+// The [begin, end) range of a `length`-float buffer whose complete sum the peer at ring
+// position `rank` of `peers` computes (segment rank+1: the ring's sums travel from
+// each segment's first peer to the one before it), and so the part it owns in a
+// reduce-scatter and contributes in an allgather. The ranges of all positions cut the
+// buffer into `peers` contiguous pieces whose lengths differ by at most one.
+std::pair<size_t, size_t> OwnedRange(size_t length, int peers, int rank);
 
 // One allreduce of one buffer. `ring` and the spans must outlive run(). Every peer
 // must construct it with the same length and options.
@@ -68,6 +93,7 @@ class RingAllreduce {
   Range Chunk(int segment, size_t chunk) const;
   size_t ElementBytes() const { return options_.wire == WireFormat::kFp32 ? 4 : 2; }
   absl::Status Exchange();                 // run() without the clean-up on errors
+  absl::Status ExchangeAllgather();        // RingPhases::kAllgather
   absl::Status PostFinalChunks();          // allgather destinations, announced to the transport
   absl::Span<uint8_t> WireBytes(Range r);  // r as it travels: in data_ (fp32) or staging_
   // crc32c: of the chunk's wire bytes when already known.
