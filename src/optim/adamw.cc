@@ -187,8 +187,9 @@ void AdamW::StepPreconditioned(absl::Span<float> params, absl::Span<float> grads
   }
   // The first preconditioned step carries the dense steps' momentum over into the new
   // units (m / d, the same division the gradients get).
-  if (t == frozen_t + 1) Precondition(m_.span(), 0, frozen_t);
-  if (!dense_sums.empty()) LearnDenseV(grads, frozen_t, dense_sums);
+  const bool first = t == frozen_t + 1;
+  if (first) Precondition(m_.span(), 0, frozen_t);
+  if (!dense_sums.empty()) LearnDenseV(grads, frozen_t, dense_sums, first);
   const double bc1 = 1.0 - std::pow(static_cast<double>(config_.beta1), static_cast<double>(t));
   const float step_size = static_cast<float>(lr / bc1);
   const float decay_factor = 1.0f - lr * config_.weight_decay;
@@ -212,7 +213,7 @@ void AdamW::StepPreconditioned(absl::Span<float> params, absl::Span<float> grads
 }
 
 void AdamW::LearnDenseV(absl::Span<float> grads, int64_t frozen_t,
-                        const std::vector<FloatRange>& ranges) {
+                        const std::vector<FloatRange>& ranges, bool m_floored) {
   const double bc2 =
       1.0 - std::pow(static_cast<double>(config_.beta2), static_cast<double>(frozen_t));
   const float inv_bc2 = static_cast<float>(1.0 / bc2), bc2f = static_cast<float>(bc2);
@@ -230,15 +231,22 @@ void AdamW::LearnDenseV(absl::Span<float> grads, int64_t frozen_t,
     }
   }
   float* v = v_.data();
+  float* m = m_.data();
+  const float eps = config_.eps;
   size_t f = 0;
   for (const FloatRange& r : ranges) {
     for (size_t i = r.first; i < r.second; ++i) {
       const size_t block = i - i % kPreconditionBlock;
       while (floors[f].first != block) ++f;
       const float floor = floors[f].second;
-      const float raw = grads[i] * (std::max(std::sqrt(v[i] * inv_bc2), floor) + config_.eps);
+      const float rms_old = std::sqrt(v[i] * inv_bc2);
+      const float d_sent = std::max(rms_old, floor) + eps;  // what every peer divided by
+      const float raw = grads[i] * d_sent;
       v[i] = b2 * v[i] + one_minus_b2 * bc2f * raw * raw;
-      grads[i] = raw / (std::max(std::sqrt(v[i] * inv_bc2), floor) + config_.eps);
+      const float d_new = std::sqrt(v[i] * inv_bc2) + eps;  // Adam's, no floor
+      // m in the units of the new denominator, so that m stays Adam's m / d.
+      m[i] *= (m_floored ? d_sent : rms_old + eps) / d_new;
+      grads[i] = raw / d_new;
     }
   }
 }

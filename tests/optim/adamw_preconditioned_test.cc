@@ -1,7 +1,8 @@
 // AdamW's preconditioned steps (top-k with error feedback): Precondition divides by the
 // frozen denominators with the per-block floor, gives the same bits whatever ranges the
 // caller cuts, and StepPreconditioned continues the dense steps' momentum, leaves v
-// frozen and equals a double-precision reference.
+// frozen and equals a double-precision reference; where the sum was dense (auto's
+// none/bf16 buckets) it takes Adam's own steps.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -148,15 +149,6 @@ TEST_CASE(
     }
     return false;
   };
-  // The floor of each block (from v before this step) stays that of the denominators.
-  std::vector<double> block_floor;
-  for (size_t b = 0; b < n; b += AdamW::kPreconditionBlock) {
-    const size_t e = std::min(n, b + AdamW::kPreconditionBlock);
-    double sum = 0;
-    for (size_t j = b; j < e; ++j) sum += v0[j] / bc2;
-    block_floor.push_back(AdamW::kPreconditionFloor * std::sqrt(sum / static_cast<double>(e - b)));
-  }
-  auto floor_at = [&](size_t i) { return block_floor[i / AdamW::kPreconditionBlock]; };
   double max_rel = 0, max_g_rel = 0;
   size_t updated = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -169,8 +161,8 @@ TEST_CASE(
     const double raw = static_cast<double>(pre[i]) * d[i];
     const double want = c.beta2 * v0[i] + (1 - c.beta2) * bc2 * raw * raw;
     max_rel = std::max(max_rel, std::fabs(opt.v()[i] - want) / want);
-    // ... and the gradient is divided by the new denominator (same block floor).
-    const double d_new = std::max(std::sqrt(want / bc2), floor_at(i)) + c.eps;
+    // ... and the gradient is divided by Adam's new denominator (no block floor).
+    const double d_new = std::sqrt(want / bc2) + c.eps;
     max_g_rel = std::max(max_g_rel, std::fabs(g[i] - raw / d_new) / std::fabs(raw / d_new));
     ++updated;
   }
@@ -181,4 +173,70 @@ TEST_CASE(
   // The spike: Adam's self-normalisation bounds it by 1 / sqrt(1 - b2).
   CHECK(pre[150] > 1e5f);
   CHECK(std::fabs(g[150]) <= 1 / std::sqrt(1 - c.beta2) * 1.0001);
+}
+
+TEST_CASE(
+    "where every sum is dense, preconditioned steps are Adam's steps, floored coordinates too") {
+  // auto's none/bf16 buckets go through StepPreconditioned after the warm-up: the
+  // peers divide by the floored frozen denominators before the exchange, and the step
+  // must undo that and take Adam's update (measured: with the floor and momentum in
+  // floored units, such a run ended 0.68% above dense instead of -0.03%).
+  const size_t n = AdamW::kPreconditionBlock + 300;
+  AdamWConfig c;
+  c.weight_decay = 0.1f;
+  AdamW opt(c, n, {{0, 1000}});
+  std::vector<float> p = GaussianVector(n, 3, 0.02f);
+  std::vector<double> rp(p.begin(), p.end()), rm(n, 0), rv(n, 0);
+  const int64_t frozen_t = 4;
+  const double lr = 1e-2;
+  const size_t quiet_begin = 2000, quiet_end = 2100;  // tiny v: the floor binds there
+  auto grad = [&](int64_t t) {
+    std::vector<float> g = GaussianVector(n, 300 + static_cast<uint32_t>(t), 1e-3f);
+    if (t <= frozen_t) {
+      for (size_t i = quiet_begin; i < quiet_end; ++i) g[i] *= 1e-3f;
+    }
+    return g;
+  };
+  auto reference_step = [&](const std::vector<float>& g, int64_t t, double vhat_scale) {
+    for (size_t i = 0; i < n; ++i) {
+      if (i < 1000) rp[i] -= lr * c.weight_decay * rp[i];
+      rm[i] = c.beta1 * rm[i] + (1 - c.beta1) * g[i];
+      rv[i] = c.beta2 * rv[i] + (1 - c.beta2) * vhat_scale * static_cast<double>(g[i]) * g[i];
+      const double mhat = rm[i] / (1 - std::pow(c.beta1, t));
+      const double bc2 = t <= frozen_t ? 1 - std::pow(c.beta2, t) : vhat_scale;
+      rp[i] -= lr * mhat / (std::sqrt(rv[i] / bc2) + c.eps);
+    }
+  };
+  for (int64_t t = 1; t <= frozen_t; ++t) {
+    const std::vector<float> g = grad(t);
+    opt.Step(absl::MakeSpan(p), g, static_cast<float>(lr), t);
+    reference_step(g, t, 1.0);
+  }
+  // Adam's v from here on: an average that started at the warm-up's unbiased estimate
+  // (the scale the frozen coordinates keep; the same as Adam's once b2^t is negligible).
+  const double bc2_frozen = 1 - std::pow(static_cast<double>(c.beta2), frozen_t);
+  const std::vector<double> d = ReferenceDenominators(rv, c, frozen_t);
+  int floored = 0;
+  for (size_t i = quiet_begin; i < quiet_end; ++i) {
+    floored += d[i] > 2 * (std::sqrt(rv[i] / bc2_frozen) + c.eps);
+  }
+  REQUIRE(floored == 100);  // the floor matters there
+  const std::vector<FloatRange> all = {{0, n}};
+  for (int64_t t = frozen_t + 1; t <= frozen_t + 6; ++t) {
+    const std::vector<float> g = grad(t);
+    std::vector<float> pre = g;
+    opt.Precondition(absl::MakeSpan(pre), 0, frozen_t);
+    opt.StepPreconditioned(absl::MakeSpan(p), absl::MakeSpan(pre), static_cast<float>(lr), t,
+                           frozen_t, all);
+    reference_step(g, t, bc2_frozen);
+  }
+  double max_diff = 0, max_quiet = 0;
+  for (size_t i = 0; i < n; ++i) max_diff = std::max(max_diff, std::fabs(p[i] - rp[i]));
+  for (size_t i = quiet_begin; i < quiet_end; ++i) {
+    max_quiet = std::max(max_quiet, std::fabs(p[i] - rp[i]));
+  }
+  MESSAGE("dense sums through preconditioned steps vs Adam: max |diff| ", max_diff,
+          ", floored coordinates ", max_quiet);
+  CHECK(max_diff < 1e-5);
+  CHECK(max_quiet < 1e-5);
 }
