@@ -115,7 +115,8 @@ double PredictBucketSeconds(const PlanBucket& bucket, const CodecSpec& spec,
 double BucketSeconds(size_t b, const CodecSpec& spec, const PlannerInputs& in);
 
 // The `count` rungs of the ladder (each with its faster zstd choice) predicted
-// fastest for bucket b, fastest first: what a caller should time for measured_s.
+// fastest for bucket b, fastest first, except that a top-k favourite is followed by
+// its other zstd choice (with zstd on): what a caller should time for measured_s.
 std::vector<CodecSpec> FastestCandidates(const PlannerInputs& inputs, const PlannerOptions& options,
                                          size_t b, size_t count);
 

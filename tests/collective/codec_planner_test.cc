@@ -8,6 +8,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <set>
+#include <string>
 
 #include "collective/codec_calibration.h"
 #include "core/clock.h"
@@ -241,10 +243,34 @@ TEST_CASE("codec planner: measured times override the model -- and are validated
   const PlannerOptions po;
   const std::vector<CodecSpec> fastest = FastestCandidates(in, po, 0, 3);
   REQUIRE(fastest.size() == 3);
-  for (size_t i = 1; i < fastest.size(); ++i) {
-    CHECK_FALSE(fastest[i] == fastest[i - 1]);
-    CHECK(PredictBucketSeconds(in.buckets[0], fastest[i - 1], in) <=
-          PredictBucketSeconds(in.buckets[0], fastest[i], in));
+  const std::set<std::string> distinct{fastest[0].ToString(), fastest[1].ToString(),
+                                       fastest[2].ToString()};
+  CHECK(distinct.size() == 3);
+  // The favourite is the model's fastest; with zstd on, a top-k favourite is followed by
+  // its other zstd choice (timed too: the model knows zstd's cost least); then by speed.
+  for (const CodecSpec& c : FastestCandidates(in, po, 0, 8)) {
+    CHECK(PredictBucketSeconds(in.buckets[0], fastest[0], in) <=
+          PredictBucketSeconds(in.buckets[0], c, in));
+  }
+  REQUIRE(in.speeds.zstd_level > 0);
+  REQUIRE(fastest[0].kind == CodecKind::kTopK);
+  CHECK(fastest[1].kind == CodecKind::kTopK);
+  CHECK(fastest[1].density == fastest[0].density);
+  CHECK(fastest[1].zstd_level != fastest[0].zstd_level);
+  CHECK(PredictBucketSeconds(in.buckets[0], fastest[0], in) <=
+        PredictBucketSeconds(in.buckets[0], fastest[2], in));
+  {  // zstd off: no twin, just the fastest rungs in order
+    auto plain = in;
+    plain.speeds.zstd_level = 0;
+    const std::vector<CodecSpec> f = FastestCandidates(plain, po, 0, 3);
+    REQUIRE(f.size() == 3);
+    for (size_t i = 1; i < f.size(); ++i) {
+      CHECK(f[i].zstd_level == 0);
+      const bool twin = f[i].kind == CodecKind::kTopK && f[i].density == f[0].density;
+      CHECK_FALSE(twin);
+      CHECK(PredictBucketSeconds(plain.buckets[0], f[i - 1], plain) <=
+            PredictBucketSeconds(plain.buckets[0], f[i], plain));
+    }
   }
   auto predicted = PlanCodecs(in, po);
   REQUIRE(predicted.ok());
