@@ -4,7 +4,7 @@
 // --compress auto. Every fault must heal (all 4 peers in one view again), nothing may
 // hang (the soak's watchdog dumps every thread with gdb and fails), and after SIGTERM
 // all peers must stop cleanly at one step with one param_hash. The hour-long run is
-// `sudo tools/soak` (README, Fault tolerance). Needs root and `ip netns` (CI runs as
+// `tools/soak` as root (README, Fault tolerance). Needs root and `ip netns` (CI runs as
 // root); without them it says so and returns without checking.
 #include <doctest/doctest.h>
 
