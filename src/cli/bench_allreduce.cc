@@ -246,29 +246,40 @@ absl::StatusOr<SizeResult> BenchOneSize(net::RingTransport* ring, size_t n, cons
   return result;
 }
 
-// auto's trial of one candidate codec: the slowest peer's median of kTrialTimed real
-// exchanges of n floats after one untimed one (allocations and first touches). One timed
-// exchange was too noisy where 4 peers share 2 cores: a single trial put topk:0.001 at
-// 0.63 s when its runs averaged 0.50-0.58 s, and auto then chose another codec.
+// auto's trials of its candidate codecs: for each, the slowest peer's median of
+// kTrialTimed real exchanges of n floats after one untimed one (allocations and first
+// touches), the candidates taking turns (A B C A B C ...). One timed exchange each
+// was too noisy where 4 peers share 2 cores (a single trial put topk:0.001 at 0.63 s
+// when its runs averaged 0.50-0.58 s, and auto chose another codec), and timing one
+// candidate after the other let the machine's drift over those seconds decide: with
+// turns, each candidate's median comes from the same stretch of time.
 constexpr int kTrialTimed = 3;
-absl::StatusOr<double> TrialSeconds(net::RingTransport* ring, size_t n, const CodecSpec& spec,
-                                    BenchValues values) {
+absl::StatusOr<std::vector<double>> TrialSeconds(net::RingTransport* ring, size_t n,
+                                                 const std::vector<CodecSpec>& candidates,
+                                                 BenchValues values) {
   AlignedBuffer<float> data(n);
+  // One exchange for all: its residual only changes which entries top-k sends, not
+  // how long that takes.
   collective::BucketExchange exchange(n, {});
   collective::AllreduceOptions options;
   options.timeout = kTimeout;
-  std::vector<double> seconds;
+  std::vector<std::vector<double>> seconds(candidates.size());
   for (int it = 0; it <= kTrialTimed; ++it) {
-    FillBenchValues(values, data.span(), ring->rank(), it);
-    RETURN_IF_ERROR(Barrier(ring));
-    collective::ExchangeStats stats;
-    Stopwatch watch;
-    RETURN_IF_ERROR(exchange.Run(ring, data.span(), spec, 1000000, 0, options, &stats));
-    if (it > 0) seconds.push_back(watch.ElapsedSeconds());
+    for (size_t c = 0; c < candidates.size(); ++c) {
+      FillBenchValues(values, data.span(), ring->rank(), it);
+      RETURN_IF_ERROR(Barrier(ring));
+      collective::ExchangeStats stats;
+      Stopwatch watch;
+      RETURN_IF_ERROR(exchange.Run(ring, data.span(), candidates[c], 1000000, 0, options, &stats));
+      if (it > 0) seconds[c].push_back(watch.ElapsedSeconds());
+    }
   }
-  std::sort(seconds.begin(), seconds.end());
-  ASSIGN_OR_RETURN(std::vector<double> slowest, MaxOverPeers(ring, {seconds[seconds.size() / 2]}));
-  return slowest[0];
+  std::vector<double> medians;
+  for (std::vector<double>& s : seconds) {
+    std::sort(s.begin(), s.end());
+    medians.push_back(s[s.size() / 2]);
+  }
+  return MaxOverPeers(ring, medians);
 }
 
 absl::StatusOr<std::vector<size_t>> ParseSizes(const std::string& text) {
@@ -403,11 +414,14 @@ absl::Status Run() {
       // again with those times (codec_planner.h "Measured times").
       const collective::PlannerOptions po;
       in.measured_s.assign(1, {});
-      for (const CodecSpec& c : collective::FastestCandidates(in, po, 0, kAutoTrials)) {
-        ASSIGN_OR_RETURN(const double s, TrialSeconds(ring.get(), n, c, values));
-        LogInfo("size %d: auto trial: %s %.3f s (predicted %.3f s)", n, c.ToString(), s,
-                collective::PredictBucketSeconds(in.buckets[0], c, in));
-        in.measured_s[0][c.ToString()] = s;
+      const std::vector<CodecSpec> candidates =
+          collective::FastestCandidates(in, po, 0, kAutoTrials);
+      ASSIGN_OR_RETURN(const std::vector<double> trial_s,
+                       TrialSeconds(ring.get(), n, candidates, values));
+      for (size_t c = 0; c < candidates.size(); ++c) {
+        LogInfo("size %d: auto trial: %s %.3f s (predicted %.3f s)", n, candidates[c].ToString(),
+                trial_s[c], collective::PredictBucketSeconds(in.buckets[0], candidates[c], in));
+        in.measured_s[0][candidates[c].ToString()] = trial_s[c];
       }
       ASSIGN_OR_RETURN(collective::CodecPlan plan, collective::PlanCodecs(in, po));
       for (const std::string& line : collective::DescribePlan(plan)) {

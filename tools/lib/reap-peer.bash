@@ -1,4 +1,4 @@
-# Sourced by tools/local-ring and tools/netns-cluster: waits for their peers one by one.
+# Sourced by tools/local-ring, tools/netns-cluster and tools/fuzz: waits for their children one by one.
 #
 #   reap_next_peer   # needs the array `live` (pids); sets done_pid and rc (its status)
 #
