@@ -11,13 +11,10 @@ namespace rt::collective {
 
 BucketedReducer::BucketedReducer(net::RingTransport* ring, size_t length,
                                  BucketedReducerOptions options)
-    : ring_(ring), length_(length), options_(std::move(options)) {
-  const size_t per_bucket = std::max<size_t>(1, options_.bucket_bytes / sizeof(float));
-  for (size_t end = length_; end > 0;) {
-    const size_t begin = end > per_bucket ? end - per_bucket : 0;
-    buckets_.push_back({begin, end});
-    end = begin;
-  }
+    : ring_(ring),
+      length_(length),
+      options_(std::move(options)),
+      buckets_(Cut(length_, options_.bucket_bytes)) {
   for (const Bucket& b : buckets_) {
     std::vector<IndexRange> dense;  // the dense ranges inside b, relative to b
     for (const IndexRange& r : options_.dense_ranges) {
@@ -28,6 +25,17 @@ BucketedReducer::BucketedReducer(net::RingTransport* ring, size_t length,
   }
   codecs_.assign(buckets_.size(), options_.codec);
   comm_thread_ = std::thread([this] { CommLoop(); });
+}
+
+std::vector<BucketedReducer::Bucket> BucketedReducer::Cut(size_t length, size_t bucket_bytes) {
+  std::vector<Bucket> buckets;
+  const size_t per_bucket = std::max<size_t>(1, bucket_bytes / sizeof(float));
+  for (size_t end = length; end > 0;) {
+    const size_t begin = end > per_bucket ? end - per_bucket : 0;
+    buckets.push_back({begin, end});
+    end = begin;
+  }
+  return buckets;
 }
 
 BucketedReducer::~BucketedReducer() {

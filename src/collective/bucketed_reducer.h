@@ -77,6 +77,8 @@ class BucketedReducer {
   BucketedReducer(const BucketedReducer&) = delete;
   BucketedReducer& operator=(const BucketedReducer&) = delete;
 
+  // The cut (see the file comment): bucket 0 ends at `length`.
+  static std::vector<Bucket> Cut(size_t length, size_t bucket_bytes);
   const std::vector<Bucket>& buckets() const { return buckets_; }
   size_t length() const { return length_; }  // floats in the gradient span
 

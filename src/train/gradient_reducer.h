@@ -32,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "observe/peer_report.h"
+#include "optim/grad_clip.h"
 #include "train/stop_signals.h"
 
 namespace rt::train {
@@ -126,6 +127,26 @@ class GradientReducer {
   // not top-k), sorted and disjoint, the same on every peer; AdamW's frozen second
   // moment goes on learning there (optim/adamw.h StepPreconditioned). Default: none.
   virtual std::vector<std::pair<size_t, size_t>> DenseSumRanges() const { return {}; }
+  // ---- ZeRO stage 1 (RingReducerOptions::shard_optimizer; optim/sharded_adamw.h) ----
+  // Whether this peer updates only OwnedRanges of the parameters: Finish then leaves
+  // the summed gradient in those ranges only (a reduce-scatter), and the loop applies
+  // the optimizer there and calls AllgatherOwned. Fixed for the reducer's life.
+  virtual bool ShardsOptimizer() const { return false; }
+  // The [begin, end) ranges of a `length`-float buffer whose update this peer computes,
+  // sorted and disjoint (read after BeginStep). Default: all of it.
+  virtual std::vector<std::pair<size_t, size_t>> OwnedRanges(size_t length) const {
+    return {{0, length}};
+  }
+  // After Finish: the sum of squares of the summed gradient over the whole buffer (for
+  // the global clipping norm), in an order that does not depend on sharding, so a
+  // sharded and an unsharded ring get the same bits. Sharded: only OwnedRanges of
+  // `grads` are read; the other parts come from their owners (a collective).
+  virtual absl::StatusOr<double> GradSumOfSquares(absl::Span<const float> grads) {
+    return optim::SumOfSquares(grads);
+  }
+  // Sharded, after the optimizer step: every peer's OwnedRanges of `params` reach every
+  // other peer (an allgather), so all replicas hold the whole update. Default: nothing.
+  virtual absl::Status AllgatherOwned(absl::Span<float> /*params*/) { return absl::OkStatus(); }
   // Payload bytes this peer has sent so far (for metrics).
   virtual uint64_t bytes_sent() const { return 0; }
   // This peer's outgoing links as its last link probe measured them (to HOST:PORT,

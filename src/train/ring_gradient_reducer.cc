@@ -66,17 +66,25 @@ std::vector<observe::LinkFigure> OutgoingLinks(const collective::LinkMatrix& m,
 
 }  // namespace
 
+RingReducerOptions WithSharding(RingReducerOptions o) {
+  if (o.shard_optimizer) {
+    o.buckets.allreduce.phases = collective::RingPhases::kReduceScatter;
+    o.comm.reorder = false;  // the pieces' owners follow ring positions
+  }
+  return o;
+}
+
 RingGradientReducer::RingGradientReducer(std::unique_ptr<net::RingTransport> ring,
                                          RingReducerOptions options,
                                          std::function<uint64_t()> bytes_sent)
     : ring_(std::move(ring)),
-      options_(std::move(options)),
+      options_(WithSharding(std::move(options))),
       transport_bytes_(std::move(bytes_sent)),
       carried_(options_.carried ? options_.carried : std::make_shared<CarriedCommState>()) {}
 
 RingGradientReducer::RingGradientReducer(std::unique_ptr<net::TcpRing> ring,
                                          RingReducerOptions options)
-    : options_(std::move(options)),
+    : options_(WithSharding(std::move(options))),
       carried_(options_.carried ? options_.carried : std::make_shared<CarriedCommState>()) {
   net::TcpRing* tcp = ring.get();
   UseRing(std::move(ring), tcp);
@@ -263,6 +271,12 @@ absl::Status RingGradientReducer::PlanCodecs() {
 
 absl::Status RingGradientReducer::BeginStep(int64_t step, absl::Span<float> grads) {
   RETURN_IF_ERROR(abort_->status());
+  if (options_.shard_optimizer &&
+      (options_.comm.auto_codec || options_.buckets.codec.kind == collective::CodecKind::kTopK)) {
+    return absl::InvalidArgumentError(
+        "--zero 1 works with --compress none or bf16: top-k's sparse sum reaches every peer "
+        "whole, and sharding would add an fp32 allgather of the parameters to it");
+  }
   if (finish_return_ns_ >= 0) update_s_ = static_cast<double>(NowNs() - finish_return_ns_) * 1e-9;
   std::unique_ptr<collective::BucketedReducer>& b = carried_->buckets;
   if (b == nullptr || grads.size() != b->length()) {
@@ -437,6 +451,92 @@ std::vector<std::pair<size_t, size_t>> RingGradientReducer::DenseSumRanges() con
 
 void RingGradientReducer::StepCompleted(int64_t /*step*/) {
   if (buckets() != nullptr) (void)buckets()->CommitStep();
+}
+
+std::vector<RingGradientReducer::Piece> RingGradientReducer::AllPieces(size_t length) const {
+  // The bucket cut depends on (length, bucket size) only, so it is known before the
+  // bucketed reducer exists; buckets run from the end: walk them backwards.
+  const std::vector<collective::BucketedReducer::Bucket> cut =
+      collective::BucketedReducer::Cut(length, options_.buckets.bucket_bytes);
+  const int n = peers();
+  std::vector<Piece> pieces;
+  for (size_t i = cut.size(); i-- > 0;) {
+    const size_t len = cut[i].end - cut[i].begin;
+    std::vector<Piece> bucket;
+    for (int p = 0; p < n; ++p) {
+      const auto [b, e] = collective::OwnedRange(len, n, p);
+      bucket.push_back({cut[i].begin + b, cut[i].begin + e, p});
+    }
+    std::sort(bucket.begin(), bucket.end(),
+              [](const Piece& x, const Piece& y) { return x.begin < y.begin; });
+    pieces.insert(pieces.end(), bucket.begin(), bucket.end());
+  }
+  return pieces;
+}
+
+std::vector<std::pair<size_t, size_t>> RingGradientReducer::OwnedRanges(size_t length) const {
+  if (!options_.shard_optimizer) return {{0, length}};
+  std::vector<std::pair<size_t, size_t>> ranges;
+  for (const Piece& p : AllPieces(length)) {
+    if (p.owner == rank()) ranges.emplace_back(p.begin, p.end);
+  }
+  return ranges;
+}
+
+absl::StatusOr<double> RingGradientReducer::GradSumOfSquares(absl::Span<const float> grads) {
+  const std::vector<Piece> pieces = AllPieces(grads.size());
+  std::vector<double> sums(pieces.size(), 0.0);
+  if (!options_.shard_optimizer || peers() == 1) {
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      sums[i] =
+          optim::SumOfSquares(grads.subspan(pieces[i].begin, pieces[i].end - pieces[i].begin));
+    }
+  } else {
+    // This peer's piece sums, in buffer order; every peer's arrive in ring position order.
+    std::vector<double> mine;
+    for (const Piece& p : pieces) {
+      if (p.owner == rank())
+        mine.push_back(optim::SumOfSquares(grads.subspan(p.begin, p.end - p.begin)));
+    }
+    std::vector<uint8_t> bytes(mine.size() * sizeof(double));
+    if (!bytes.empty()) std::memcpy(bytes.data(), mine.data(), bytes.size());
+    absl::StatusOr<std::vector<std::vector<uint8_t>>> all =
+        collective::AllgatherBytes(ring_.get(), bytes, options_.timeout);
+    RETURN_IF_ERROR(WithContext(all.status(),
+                                absl::StrFormat("step %d: summing the gradient norm", step_ + 1)));
+    counted_bytes_ += bytes.size() * static_cast<uint64_t>(peers() - 1);
+    std::vector<size_t> next(static_cast<size_t>(peers()), 0);  // per owner: its next sum
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      const std::vector<uint8_t>& from = (*all)[static_cast<size_t>(pieces[i].owner)];
+      const size_t k = next[static_cast<size_t>(pieces[i].owner)]++;
+      if ((k + 1) * sizeof(double) > from.size()) {
+        return absl::DataLossError(absl::StrFormat(
+            "step %d: peer at ring position %d sent %d bytes of gradient norm pieces, fewer "
+            "than its pieces need (peers disagree on the bucket cut)",
+            step_ + 1, pieces[i].owner, from.size()));
+      }
+      std::memcpy(&sums[i], from.data() + k * sizeof(double), sizeof(double));
+    }
+  }
+  double total = 0;
+  for (double v : sums) total += v;
+  return total;
+}
+
+absl::Status RingGradientReducer::AllgatherOwned(absl::Span<float> params) {
+  if (!options_.shard_optimizer || peers() == 1) return absl::OkStatus();
+  collective::AllreduceOptions o = options_.buckets.allreduce;
+  o.wire = collective::WireFormat::kFp32;
+  o.phases = collective::RingPhases::kAllgather;
+  for (const collective::BucketedReducer::Bucket& b :
+       collective::BucketedReducer::Cut(params.size(), options_.buckets.bucket_bytes)) {
+    collective::RingAllreduce op(ring_.get(), params.subspan(b.begin, b.end - b.begin), o);
+    RETURN_IF_ERROR(WithContext(op.run(), absl::StrFormat("step %d: allgather of the updated "
+                                                          "parameters",
+                                                          step_ + 1)));
+    counted_bytes_ += op.bytes_sent();
+  }
+  return absl::OkStatus();
 }
 
 absl::Status RingGradientReducer::AgreeCarriedMeasurements() {

@@ -127,6 +127,13 @@ struct RingReducerOptions {
   // Shared by the reducers of all views of this peer (see CarriedCommState); null =
   // this reducer's own.
   std::shared_ptr<CarriedCommState> carried;
+  // ZeRO stage 1 (--zero 1): every bucket is reduce-scattered instead of allreduced
+  // (buckets.allreduce.phases), this peer updates the piece of each bucket it holds
+  // the sum of (collective::OwnedRange at its ring position) and AllgatherOwned sends
+  // the updated parameters around. Dense and bf16 codecs only (the constructor refuses
+  // top-k and auto: their sums are not reduce-scattered). The ring keeps its order
+  // (comm.reorder is turned off): a re-order would move every piece's owner.
+  bool shard_optimizer = false;
 };
 
 class RingGradientReducer final : public GradientReducer {
@@ -178,11 +185,26 @@ class RingGradientReducer final : public GradientReducer {
   std::vector<std::pair<size_t, size_t>> DenseSumRanges() const override;
   std::vector<observe::LinkFigure> ProbedLinks() const override { return probed_links_; }
   void StepCompleted(int64_t step) override;
+  bool ShardsOptimizer() const override { return options_.shard_optimizer; }
+  // Per bucket, the piece this peer's ring position owns (see RingReducerOptions).
+  std::vector<std::pair<size_t, size_t>> OwnedRanges(size_t length) const override;
+  // Both modes: each bucket cut as the ring cuts it (collective::OwnedRange of every
+  // position), each piece summed by optim::SumOfSquares, the pieces added in buffer
+  // order. Sharded: this peer's pieces, then an allgather of every peer's piece sums.
+  absl::StatusOr<double> GradSumOfSquares(absl::Span<const float> grads) override;
+  absl::Status AllgatherOwned(absl::Span<float> params) override;
 
   // Statistics of the last finished step (buckets, bytes, wait).
   const collective::ReduceStepStats& last_stats() const { return last_stats_; }
 
  private:
+  // Every bucket's pieces for all ring positions, in buffer order, with the position
+  // owning each (the cut of OwnedRanges and GradSumOfSquares).
+  struct Piece {
+    size_t begin, end;
+    int owner;
+  };
+  std::vector<Piece> AllPieces(size_t length) const;
   bool ProbeDue(int64_t step) const;
   absl::Status Probe();
   absl::Status PlanCodecs();

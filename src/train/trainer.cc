@@ -111,6 +111,28 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
   const model::ParamLayout& layout = t->gpt_->layout();
   t->params_.Resize(layout.total_floats());
   t->grads_.Resize(layout.total_floats());
+  if (t->reducer_->ShardsOptimizer()) {
+    // --zero 1: the moments of this peer's pieces are made at the first step (the
+    // pieces are known after BeginStep). Not built yet: sharded checkpoints, resume,
+    // and moving the moments when the ring changes (issue 16).
+    if (!config.ckpt_dir.empty()) {
+      return absl::UnimplementedError(
+          "--zero 1 with --ckpt-dir: sharded checkpoints are not built yet (issue 16)");
+    }
+    if (t->reducer_->PreconditionFrom() >= 0) {
+      return absl::InvalidArgumentError("--zero 1 works with --compress none or bf16 only");
+    }
+    RETURN_IF_ERROR(t->InitOrResume());
+    RETURN_IF_ERROR(t->reducer_->AttachState({&t->step_, {{"params", t->params_.span()}}, {}},
+                                             t->loaded_epoch_));
+    RETURN_IF_ERROR(t->reducer_->SyncState(&t->step_, {t->params_.span()}));
+    if (!config.metrics_path.empty()) {
+      ASSIGN_OR_RETURN(MetricsWriter writer, MetricsWriter::Open(config.metrics_path));
+      t->metrics_.emplace(std::move(writer));
+    }
+    if (t->board_) t->board_->SetStep(t->step_);
+    return t;
+  }
   t->adam_ =
       std::make_unique<optim::AdamW>(config.adamw, layout.total_floats(), layout.DecayRanges());
   RETURN_IF_ERROR(t->InitOrResume());
@@ -426,13 +448,29 @@ absl::Status Trainer::TrainStep(StepMetrics* metrics) {
   FinishBackgroundCheckpoint();
   const double ckpt_wait_ms = ckpt_wait_watch.ElapsedMs();
   Stopwatch update_watch;
-  const double grad_norm = std::sqrt(optim::SumOfSquares(grads_.span()));
+  ASSIGN_OR_RETURN(const double grad_sum_of_squares, reducer_->GradSumOfSquares(grads_.span()));
+  const double grad_norm = std::sqrt(grad_sum_of_squares);
   if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
     return absl::InternalError(absl::StrFormat(
         "training diverged at step %d: loss %g, gradient norm %g (try a lower --lr)", step_ + 1,
         loss, grad_norm));
   }
-  if (precondition_from_ >= 0 && step_ >= precondition_from_) {
+  if (reducer_->ShardsOptimizer()) {
+    // ZeRO-1: this peer updates its pieces, then every peer's pieces go around.
+    const std::vector<optim::FloatRange> owned = reducer_->OwnedRanges(params_.size());
+    if (sharded_adam_ == nullptr) {
+      sharded_adam_ = std::make_unique<optim::ShardedAdamW>(config_.adamw, params_.size(), owned,
+                                                            gpt_->layout().DecayRanges());
+    } else if (sharded_adam_->ranges() != owned) {
+      return absl::UnimplementedError(absl::StrFormat(
+          "step %d: --zero 1: this peer's pieces of the optimizer state moved (the ring "
+          "changed); moving sharded moments is not built yet",
+          step_ + 1));
+    }
+    sharded_adam_->Step(params_.span(), grads_.span(), lr, step_ + 1,
+                        optim::ClipScale(grad_norm, config_.clip));
+    RETURN_IF_ERROR(reducer_->AllgatherOwned(params_.span()));
+  } else if (precondition_from_ >= 0 && step_ >= precondition_from_) {
     // v goes on learning where the sum was dense (auto's none/bf16 buckets).
     adam_->StepPreconditioned(params_.span(), grads_.span(), lr, step_ + 1, precondition_from_,
                               reducer_->DenseSumRanges());

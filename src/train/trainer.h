@@ -27,6 +27,7 @@
 #include "model/gpt.h"
 #include "observe/status_board.h"
 #include "optim/adamw.h"
+#include "optim/sharded_adamw.h"
 #include "train/background_checkpoint.h"
 #include "train/evaluator.h"
 #include "train/gradient_reducer.h"
@@ -70,7 +71,9 @@ class Trainer {
   // The gradient of the last step (summed over peers, before clipping).
   absl::Span<const float> grads() const { return grads_.span(); }
   const model::GptConfig& model_config() const { return gpt_->config(); }
-  const optim::AdamW& optimizer() const { return *adam_; }
+  const optim::AdamW& optimizer() const { return *adam_; }  // not with --zero 1
+  // --zero 1: this peer's optimizer (null before the first step and without --zero 1).
+  const optim::ShardedAdamW* sharded_optimizer() const { return sharded_adam_.get(); }
   int slots() const { return sampler_->slots(); }
   bool resumed() const { return resumed_; }
 
@@ -115,6 +118,9 @@ class Trainer {
   std::unique_ptr<model::Gpt> gpt_;
   AlignedBuffer<float> params_, grads_;
   std::unique_ptr<optim::AdamW> adam_;
+  // --zero 1 (GradientReducer::ShardsOptimizer): the optimizer of this peer's pieces,
+  // made at the first step (the pieces are known after BeginStep); adam_ is then null.
+  std::unique_ptr<optim::ShardedAdamW> sharded_adam_;
   // First step whose update is preconditioned (top-k; GradientReducer::PreconditionFrom),
   // -1 = never. AdamW's second moment is frozen as it was after this many steps.
   int64_t precondition_from_ = -1;
