@@ -137,6 +137,13 @@ class GradientReducer {
   virtual std::vector<std::pair<size_t, size_t>> OwnedRanges(size_t length) const {
     return {{0, length}};
   }
+  // The ranges whose optimizer state this peer keeps as a second copy (of its ring
+  // predecessor's OwnedRanges), so that one lost peer loses no optimizer state: Finish
+  // leaves the summed gradient there too, and the loop steps a replica optimizer on
+  // them exactly as their owner does. Sorted, disjoint; default: none.
+  virtual std::vector<std::pair<size_t, size_t>> ReplicaRanges(size_t /*length*/) const {
+    return {};
+  }
   // After Finish: the sum of squares of the summed gradient over the whole buffer (for
   // the global clipping norm), in an order that does not depend on sharding, so a
   // sharded and an unsharded ring get the same bits. Sharded: only OwnedRanges of

@@ -298,6 +298,7 @@ absl::Status RingGradientReducer::BeginStep(int64_t step, absl::Span<float> grad
     LogInfo("step %d: the residuals of the step that was not applied are rolled back", step + 1);
   }
   step_ = step;
+  step_grads_ = grads;
   if (ProbeDue(step)) {
     RETURN_IF_ERROR(WithContext(Probe(), absl::StrFormat("step %d: probing links", step + 1)));
   }
@@ -340,6 +341,12 @@ absl::Status RingGradientReducer::Finish(StepTotals* totals) {
                               absl::StrFormat("step %d: gradient allreduce", step_ + 1)));
   counted_bytes_ += stats.bytes_sent;
   last_stats_ = std::move(stats);
+  if (options_.shard_optimizer && peers() > 1) {
+    RETURN_IF_ERROR(WithContext(ForwardOwnedSums(step_grads_),
+                                absl::StrFormat("step %d: sending the pieces' sums to the "
+                                                "successor (optimizer replica)",
+                                                step_ + 1)));
+  }
 
   // Loss and token counts: exact sums in rank order (tokens < 2^53 are exact doubles);
   // the timings ride along, so every peer holds the same means for the next plan.
@@ -474,13 +481,39 @@ std::vector<RingGradientReducer::Piece> RingGradientReducer::AllPieces(size_t le
   return pieces;
 }
 
-std::vector<std::pair<size_t, size_t>> RingGradientReducer::OwnedRanges(size_t length) const {
-  if (!options_.shard_optimizer) return {{0, length}};
+std::vector<std::pair<size_t, size_t>> RingGradientReducer::PiecesOf(size_t length,
+                                                                     int position) const {
   std::vector<std::pair<size_t, size_t>> ranges;
   for (const Piece& p : AllPieces(length)) {
-    if (p.owner == rank()) ranges.emplace_back(p.begin, p.end);
+    if (p.owner == position) ranges.emplace_back(p.begin, p.end);
   }
   return ranges;
+}
+
+std::vector<std::pair<size_t, size_t>> RingGradientReducer::OwnedRanges(size_t length) const {
+  if (!options_.shard_optimizer) return {{0, length}};
+  return PiecesOf(length, rank());
+}
+
+std::vector<std::pair<size_t, size_t>> RingGradientReducer::ReplicaRanges(size_t length) const {
+  if (!options_.shard_optimizer || peers() == 1) return {};
+  return PiecesOf(length, (rank() + peers() - 1) % peers());
+}
+
+absl::Status RingGradientReducer::ForwardOwnedSums(absl::Span<float> grads) {
+  auto bytes = [&grads](const std::pair<size_t, size_t>& r) {
+    return absl::Span<uint8_t>(reinterpret_cast<uint8_t*>(grads.data() + r.first),
+                               (r.second - r.first) * sizeof(float));
+  };
+  for (const auto& r : OwnedRanges(grads.size())) {
+    RETURN_IF_ERROR(ring_->SendToNext(bytes(r)));
+    counted_bytes_ += (r.second - r.first) * sizeof(float);
+  }
+  std::vector<uint8_t> scratch;
+  for (const auto& r : ReplicaRanges(grads.size())) {
+    RETURN_IF_ERROR(ring_->RecvFromPrevInto(bytes(r), &scratch, options_.timeout));
+  }
+  return ring_->WaitSendsDone(options_.timeout);
 }
 
 absl::StatusOr<double> RingGradientReducer::GradSumOfSquares(absl::Span<const float> grads) {

@@ -132,7 +132,8 @@ struct RingReducerOptions {
   // the sum of (collective::OwnedRange at its ring position) and AllgatherOwned sends
   // the updated parameters around. Dense and bf16 codecs only (the constructor refuses
   // top-k and auto: their sums are not reduce-scattered). The ring keeps its order
-  // (comm.reorder is turned off): a re-order would move every piece's owner.
+  // (comm.reorder is turned off): a re-order would move every piece's owner. Each
+  // peer also keeps its predecessor's pieces' moments (ReplicaRanges).
   bool shard_optimizer = false;
 };
 
@@ -188,6 +189,9 @@ class RingGradientReducer final : public GradientReducer {
   bool ShardsOptimizer() const override { return options_.shard_optimizer; }
   // Per bucket, the piece this peer's ring position owns (see RingReducerOptions).
   std::vector<std::pair<size_t, size_t>> OwnedRanges(size_t length) const override;
+  // The predecessor's pieces (none alone). Finish receives their summed gradient from
+  // the predecessor, which sends its own pieces' sums on (+1/N of the gradient bytes).
+  std::vector<std::pair<size_t, size_t>> ReplicaRanges(size_t length) const override;
   // Both modes: each bucket cut as the ring cuts it (collective::OwnedRange of every
   // position), each piece summed by optim::SumOfSquares, the pieces added in buffer
   // order. Sharded: this peer's pieces, then an allgather of every peer's piece sums.
@@ -205,6 +209,10 @@ class RingGradientReducer final : public GradientReducer {
     int owner;
   };
   std::vector<Piece> AllPieces(size_t length) const;
+  std::vector<std::pair<size_t, size_t>> PiecesOf(size_t length, int position) const;
+  // Sharded: sends the summed gradient of this peer's pieces to the successor and
+  // receives the predecessor's into place (one message per piece, in buffer order).
+  absl::Status ForwardOwnedSums(absl::Span<float> grads);
   bool ProbeDue(int64_t step) const;
   absl::Status Probe();
   absl::Status PlanCodecs();
@@ -243,6 +251,7 @@ class RingGradientReducer final : public GradientReducer {
   std::shared_ptr<CarriedCommState> carried_;
   bool buckets_on_ring_ = false;  // carried_->buckets runs on ring_ (SetRing done)
   int64_t step_ = 0;
+  absl::Span<float> step_grads_;  // BeginStep's buffer (sharded: Finish forwards from it)
   bool in_step_ = false;
   uint64_t counted_bytes_ = 0;
   collective::ReduceStepStats last_stats_;

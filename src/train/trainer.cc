@@ -458,17 +458,28 @@ absl::Status Trainer::TrainStep(StepMetrics* metrics) {
   if (reducer_->ShardsOptimizer()) {
     // ZeRO-1: this peer updates its pieces, then every peer's pieces go around.
     const std::vector<optim::FloatRange> owned = reducer_->OwnedRanges(params_.size());
+    const std::vector<optim::FloatRange> replica = reducer_->ReplicaRanges(params_.size());
     if (sharded_adam_ == nullptr) {
       sharded_adam_ = std::make_unique<optim::ShardedAdamW>(config_.adamw, params_.size(), owned,
                                                             gpt_->layout().DecayRanges());
-    } else if (sharded_adam_->ranges() != owned) {
+      if (!replica.empty()) {
+        replica_adam_ = std::make_unique<optim::ShardedAdamW>(
+            config_.adamw, params_.size(), replica, gpt_->layout().DecayRanges());
+      }
+    } else if (sharded_adam_->ranges() != owned ||
+               (replica_adam_ ? replica_adam_->ranges() : std::vector<optim::FloatRange>()) !=
+                   replica) {
       return absl::UnimplementedError(absl::StrFormat(
           "step %d: --zero 1: this peer's pieces of the optimizer state moved (the ring "
           "changed); moving sharded moments is not built yet",
           step_ + 1));
     }
-    sharded_adam_->Step(params_.span(), grads_.span(), lr, step_ + 1,
-                        optim::ClipScale(grad_norm, config_.clip));
+    const float clip_scale = optim::ClipScale(grad_norm, config_.clip);
+    sharded_adam_->Step(params_.span(), grads_.span(), lr, step_ + 1, clip_scale);
+    // The replica's parameter updates are the owner's bits; the allgather brings those.
+    if (replica_adam_) {
+      replica_adam_->Step(params_.span(), grads_.span(), lr, step_ + 1, clip_scale);
+    }
     RETURN_IF_ERROR(reducer_->AllgatherOwned(params_.span()));
   } else if (precondition_from_ >= 0 && step_ >= precondition_from_) {
     // v goes on learning where the sum was dense (auto's none/bf16 buckets).

@@ -74,6 +74,7 @@ class Trainer {
   const optim::AdamW& optimizer() const { return *adam_; }  // not with --zero 1
   // --zero 1: this peer's optimizer (null before the first step and without --zero 1).
   const optim::ShardedAdamW* sharded_optimizer() const { return sharded_adam_.get(); }
+  const optim::ShardedAdamW* replica_optimizer() const { return replica_adam_.get(); }
   int slots() const { return sampler_->slots(); }
   bool resumed() const { return resumed_; }
 
@@ -121,6 +122,9 @@ class Trainer {
   // --zero 1 (GradientReducer::ShardsOptimizer): the optimizer of this peer's pieces,
   // made at the first step (the pieces are known after BeginStep); adam_ is then null.
   std::unique_ptr<optim::ShardedAdamW> sharded_adam_;
+  // --zero 1: the second copy of the predecessor's pieces' state (ReplicaRanges),
+  // stepped like its owner's; null alone.
+  std::unique_ptr<optim::ShardedAdamW> replica_adam_;
   // First step whose update is preconditioned (top-k; GradientReducer::PreconditionFrom),
   // -1 = never. AdamW's second moment is frozen as it was after this many steps.
   int64_t precondition_from_ = -1;

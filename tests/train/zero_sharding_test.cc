@@ -2,8 +2,9 @@
 // in-process peers with dense and bf16 gradients, sharded against unsharded. Every
 // step's param_hash must be the same in both modes and on every peer (DESIGN
 // invariant 3: sharding never changes the math), with clipping active (the global
-// norm is summed from the owners' pieces), and each peer keeps only its pieces'
-// moments. ShardedAdamW alone: the same bits as AdamW over the whole buffer.
+// norm is summed from the owners' pieces); each peer keeps only its pieces' moments,
+// plus a replica of its predecessor's that equals the owner's bit for bit. ShardedAdamW alone: the
+// same bits as AdamW over the whole buffer.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -32,7 +33,9 @@ using rt::train::testing::OnThreads;
 struct RunResult {
   std::vector<std::vector<std::string>> hashes;  // [peer][step]
   std::vector<size_t> moment_floats;             // per peer: floats of m (and of v)
-  std::vector<double> grad_norm;                 // peer 0, per step
+  // per peer: its own pieces' m and v, then the replica's (of its predecessor's pieces)
+  std::vector<std::vector<float>> own_m, own_v, replica_m, replica_v;
+  std::vector<double> grad_norm;  // peer 0, per step
   size_t param_floats = 0;
   uint64_t bytes_step2 = 0;  // peer 0's bytes of step 2
 };
@@ -47,6 +50,8 @@ RunResult Train(const TrainConfig& c, int peers, const std::string& codec, bool 
   RunResult out;
   out.hashes.resize(peers);
   out.moment_floats.resize(peers);
+  out.own_m.resize(peers), out.own_v.resize(peers);
+  out.replica_m.resize(peers), out.replica_v.resize(peers);
   std::vector<absl::Status> status(peers);
   // Destroyed after every thread is done: a peer's last collective may still be sending
   // to the others when it returns.
@@ -66,6 +71,15 @@ RunResult Train(const TrainConfig& c, int peers, const std::string& codec, bool 
       if (r == 0) out.grad_norm.push_back(m.grad_norm);
       if (r == 0 && s == 1) out.bytes_step2 = m.bytes_sent;
     }
+    auto flatten = [](const rt::optim::ShardedAdamW* o, std::vector<float>* m,
+                      std::vector<float>* v) {
+      for (size_t i = 0; o != nullptr && i < o->ranges().size(); ++i) {
+        m->insert(m->end(), o->shard(i).m().begin(), o->shard(i).m().end());
+        v->insert(v->end(), o->shard(i).v().begin(), o->shard(i).v().end());
+      }
+    };
+    flatten(t->sharded_optimizer(), &out.own_m[r], &out.own_v[r]);
+    flatten(t->replica_optimizer(), &out.replica_m[r], &out.replica_v[r]);
     out.moment_floats[r] = shard && t->sharded_optimizer() != nullptr
                                ? t->sharded_optimizer()->owned_floats()
                                : t->optimizer().m().size();
@@ -106,6 +120,14 @@ TEST_CASE("--zero 1 equals --zero 0 bit for bit: 3 and 4 peers, dense and bf16, 
         CHECK(plain.moment_floats[r] == plain.param_floats);
       }
       CHECK(total == plain.param_floats);
+      // Each peer's replica is its predecessor's state, bit for bit, and not all zeros.
+      for (int r = 0; r < peers; ++r) {
+        const int prev = (r + peers - 1) % peers;
+        CHECK(sharded.replica_m[r] == sharded.own_m[prev]);
+        CHECK(sharded.replica_v[r] == sharded.own_v[prev]);
+        CHECK(std::any_of(sharded.replica_v[r].begin(), sharded.replica_v[r].end(),
+                          [](float x) { return x > 0; }));
+      }
       MESSAGE(peers, " peers ", codec, ": bytes per step, peer 0: unsharded ", plain.bytes_step2,
               ", sharded ", sharded.bytes_step2);
     }
