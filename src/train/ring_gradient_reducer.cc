@@ -15,6 +15,7 @@
 #include "core/log.h"
 #include "core/status_macros.h"
 #include "train/param_hash.h"
+#include "train/zero_pieces.h"
 
 namespace rt::train {
 namespace {
@@ -460,44 +461,14 @@ void RingGradientReducer::StepCompleted(int64_t /*step*/) {
   if (buckets() != nullptr) (void)buckets()->CommitStep();
 }
 
-std::vector<RingGradientReducer::Piece> RingGradientReducer::AllPieces(size_t length) const {
-  // The bucket cut depends on (length, bucket size) only, so it is known before the
-  // bucketed reducer exists; buckets run from the end: walk them backwards.
-  const std::vector<collective::BucketedReducer::Bucket> cut =
-      collective::BucketedReducer::Cut(length, options_.buckets.bucket_bytes);
-  const int n = peers();
-  std::vector<Piece> pieces;
-  for (size_t i = cut.size(); i-- > 0;) {
-    const size_t len = cut[i].end - cut[i].begin;
-    std::vector<Piece> bucket;
-    for (int p = 0; p < n; ++p) {
-      const auto [b, e] = collective::OwnedRange(len, n, p);
-      bucket.push_back({cut[i].begin + b, cut[i].begin + e, p});
-    }
-    std::sort(bucket.begin(), bucket.end(),
-              [](const Piece& x, const Piece& y) { return x.begin < y.begin; });
-    pieces.insert(pieces.end(), bucket.begin(), bucket.end());
-  }
-  return pieces;
-}
-
-std::vector<std::pair<size_t, size_t>> RingGradientReducer::PiecesOf(size_t length,
-                                                                     int position) const {
-  std::vector<std::pair<size_t, size_t>> ranges;
-  for (const Piece& p : AllPieces(length)) {
-    if (p.owner == position) ranges.emplace_back(p.begin, p.end);
-  }
-  return ranges;
-}
-
 std::vector<std::pair<size_t, size_t>> RingGradientReducer::OwnedRanges(size_t length) const {
   if (!options_.shard_optimizer) return {{0, length}};
-  return PiecesOf(length, rank());
+  return OwnedPieces(length, options_.buckets.bucket_bytes, peers(), rank());
 }
 
 std::vector<std::pair<size_t, size_t>> RingGradientReducer::ReplicaRanges(size_t length) const {
-  if (!options_.shard_optimizer || peers() == 1) return {};
-  return PiecesOf(length, (rank() + peers() - 1) % peers());
+  if (!options_.shard_optimizer) return {};
+  return ReplicaPieces(length, options_.buckets.bucket_bytes, peers(), rank());
 }
 
 absl::Status RingGradientReducer::ForwardOwnedSums(absl::Span<float> grads) {
@@ -517,7 +488,8 @@ absl::Status RingGradientReducer::ForwardOwnedSums(absl::Span<float> grads) {
 }
 
 absl::StatusOr<double> RingGradientReducer::GradSumOfSquares(absl::Span<const float> grads) {
-  const std::vector<Piece> pieces = AllPieces(grads.size());
+  const std::vector<ZeroPiece> pieces =
+      ZeroPieces(grads.size(), options_.buckets.bucket_bytes, peers());
   std::vector<double> sums(pieces.size(), 0.0);
   if (!options_.shard_optimizer || peers() == 1) {
     for (size_t i = 0; i < pieces.size(); ++i) {
@@ -527,7 +499,7 @@ absl::StatusOr<double> RingGradientReducer::GradSumOfSquares(absl::Span<const fl
   } else {
     // This peer's piece sums, in buffer order; every peer's arrive in ring position order.
     std::vector<double> mine;
-    for (const Piece& p : pieces) {
+    for (const ZeroPiece& p : pieces) {
       if (p.owner == rank())
         mine.push_back(optim::SumOfSquares(grads.subspan(p.begin, p.end - p.begin)));
     }

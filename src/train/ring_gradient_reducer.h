@@ -187,7 +187,7 @@ class RingGradientReducer final : public GradientReducer {
   std::vector<observe::LinkFigure> ProbedLinks() const override { return probed_links_; }
   void StepCompleted(int64_t step) override;
   bool ShardsOptimizer() const override { return options_.shard_optimizer; }
-  // Per bucket, the piece this peer's ring position owns (see RingReducerOptions).
+  // Per bucket, the piece this peer's ring position owns (train/zero_pieces.h).
   std::vector<std::pair<size_t, size_t>> OwnedRanges(size_t length) const override;
   // The predecessor's pieces (none alone). Finish receives their summed gradient from
   // the predecessor, which sends its own pieces' sums on (+1/N of the gradient bytes).
@@ -202,14 +202,6 @@ class RingGradientReducer final : public GradientReducer {
   const collective::ReduceStepStats& last_stats() const { return last_stats_; }
 
  private:
-  // Every bucket's pieces for all ring positions, in buffer order, with the position
-  // owning each (the cut of OwnedRanges and GradSumOfSquares).
-  struct Piece {
-    size_t begin, end;
-    int owner;
-  };
-  std::vector<Piece> AllPieces(size_t length) const;
-  std::vector<std::pair<size_t, size_t>> PiecesOf(size_t length, int position) const;
   // Sharded: sends the summed gradient of this peer's pieces to the successor and
   // receives the predecessor's into place (one message per piece, in buffer order).
   absl::Status ForwardOwnedSums(absl::Span<float> grads);
