@@ -488,10 +488,12 @@ absl::Status RingGradientReducer::ForwardOwnedSums(absl::Span<float> grads) {
 }
 
 absl::StatusOr<double> RingGradientReducer::GradSumOfSquares(absl::Span<const float> grads) {
+  // Alone, both modes hold the whole sum: the single peer's order (LocalGradientReducer).
+  if (peers() == 1) return optim::SumOfSquares(grads);
   const std::vector<ZeroPiece> pieces =
       ZeroPieces(grads.size(), options_.buckets.bucket_bytes, peers());
   std::vector<double> sums(pieces.size(), 0.0);
-  if (!options_.shard_optimizer || peers() == 1) {
+  if (!options_.shard_optimizer) {
     for (size_t i = 0; i < pieces.size(); ++i) {
       sums[i] =
           optim::SumOfSquares(grads.subspan(pieces[i].begin, pieces[i].end - pieces[i].begin));

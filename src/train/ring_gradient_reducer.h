@@ -192,9 +192,10 @@ class RingGradientReducer final : public GradientReducer {
   // The predecessor's pieces (none alone). Finish receives their summed gradient from
   // the predecessor, which sends its own pieces' sums on (+1/N of the gradient bytes).
   std::vector<std::pair<size_t, size_t>> ReplicaRanges(size_t length) const override;
-  // Both modes: each bucket cut as the ring cuts it (collective::OwnedRange of every
-  // position), each piece summed by optim::SumOfSquares, the pieces added in buffer
-  // order. Sharded: this peer's pieces, then an allgather of every peer's piece sums.
+  // Alone: optim::SumOfSquares of the whole buffer. Both modes on a ring: each bucket cut as the
+  // ring cuts it (collective::OwnedRange of every position), each piece summed by
+  // optim::SumOfSquares, the pieces added in buffer order. Sharded: this peer's pieces, then an
+  // allgather of every peer's piece sums.
   absl::StatusOr<double> GradSumOfSquares(absl::Span<const float> grads) override;
   absl::Status AllgatherOwned(absl::Span<float> params) override;
 
