@@ -80,15 +80,26 @@ absl::StatusOr<ScratchDir> ScratchDir::Create(const std::string& ckpt_dir,
                                               const std::string& final_name) {
   const std::string path = absl::StrCat(ckpt_dir, "/", kTmpPrefix, final_name, "-", NewWriterTag());
   if (::mkdir(path.c_str(), 0755) != 0) return ErrnoError(errno, "create directory", path);
+  // The lock is taken on a file of another name, which is then renamed to .lock (the
+  // lock follows the open file): a .lock a sweeper can see is always held. Created
+  // under its final name, it existed unlocked for a moment, and a sweep running then
+  // removed the directory of a live writer (tests/ckpt/shared_dir_test.cc).
   const std::string lock = path + "/" + kScratchLockName;
-  const int fd = ::open(lock.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  const std::string unlocked = lock + "-new";
+  const int fd = ::open(unlocked.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) {
-    absl::Status s = ErrnoError(errno, "create", lock);
+    absl::Status s = ErrnoError(errno, "create", unlocked);
     (void)RemoveTree(path);
     return s;
   }
   if (!HoldReadLock(fd)) {
-    absl::Status s = ErrnoError(errno, "lock", lock);
+    absl::Status s = ErrnoError(errno, "lock", unlocked);
+    ::close(fd);
+    (void)RemoveTree(path);
+    return s;
+  }
+  if (::rename(unlocked.c_str(), lock.c_str()) != 0) {
+    absl::Status s = ErrnoError(errno, "rename", unlocked);
     ::close(fd);
     (void)RemoveTree(path);
     return s;

@@ -10,7 +10,9 @@
 //
 // IN PROGRESS. A writer creates <tmp>/.lock right after the directory and holds an open
 // file description lock on it (fcntl F_OFD_SETLK, a shared lock on the whole file,
-// through a read-only descriptor) until the directory is published or removed. The kernel, and
+// through a read-only descriptor) until the directory is published or removed; the
+// file is locked under another name (.lock-new) and then renamed, so a .lock is never
+// seen unlocked while its writer lives. The kernel, and
 // NFSv4's lock manager for a client that dies, release the lock with the process. So a sweeper can
 // tell:
 //   - .lock held by someone else  -> a write in progress: never touched;

@@ -93,6 +93,39 @@ TEST_CASE(
   CHECK(StepOfScratchDir(".peer-127.0.0.1:29500") == -1);
 }
 
+TEST_CASE("a sweep running beside a writer never removes a scratch directory being created") {
+  // The race CI found (two writers, one sweeping while the other created its scratch
+  // directory): the .lock file existed for a moment before its lock was held, and a
+  // sweep took that for a dead writer's. One thread creates scratch directories and
+  // writes into each, another sweeps without pause.
+  TempDir tmp;
+  std::atomic<bool> done{false};
+  std::atomic<int> sweeps{0};
+  std::thread sweeper([&] {
+    while (!done.load()) {
+      SweepAbandonedScratchDirs(tmp.path());
+      ++sweeps;
+    }
+  });
+  int lost = 0;
+  for (int i = 0; i < 3000; ++i) {
+    auto scratch = ScratchDir::Create(tmp.path(), "step-00000001");
+    if (!scratch.ok()) {
+      ++lost;
+      continue;
+    }
+    std::ofstream out(scratch->path() + "/params.bin");
+    out << "x";
+    out.close();
+    if (!out.good() || !fs::exists(scratch->path() + "/params.bin")) ++lost;
+  }
+  done = true;
+  sweeper.join();
+  MESSAGE(sweeps.load(), " sweeps beside 3000 scratch directories");
+  CHECK(sweeps.load() > 10);
+  CHECK(lost == 0);
+}
+
 TEST_CASE("two writers of the same checkpoints in one directory: no error, one valid copy each") {
   TempDir tmp;
   // Leader and successor of a ring whose --ckpt-dir is shared: replicas are
