@@ -65,8 +65,6 @@ std::vector<observe::LinkFigure> OutgoingLinks(const collective::LinkMatrix& m,
   return links;
 }
 
-}  // namespace
-
 RingReducerOptions WithSharding(RingReducerOptions o) {
   if (o.shard_optimizer) {
     o.buckets.allreduce.phases = collective::RingPhases::kReduceScatter;
@@ -74,6 +72,8 @@ RingReducerOptions WithSharding(RingReducerOptions o) {
   }
   return o;
 }
+
+}  // namespace
 
 RingGradientReducer::RingGradientReducer(std::unique_ptr<net::RingTransport> ring,
                                          RingReducerOptions options,
@@ -502,8 +502,9 @@ absl::StatusOr<double> RingGradientReducer::GradSumOfSquares(absl::Span<const fl
     // This peer's piece sums, in buffer order; every peer's arrive in ring position order.
     std::vector<double> mine;
     for (const ZeroPiece& p : pieces) {
-      if (p.owner == rank())
+      if (p.owner == rank()) {
         mine.push_back(optim::SumOfSquares(grads.subspan(p.begin, p.end - p.begin)));
+      }
     }
     std::vector<uint8_t> bytes(mine.size() * sizeof(double));
     if (!bytes.empty()) std::memcpy(bytes.data(), mine.data(), bytes.size());

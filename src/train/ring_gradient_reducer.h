@@ -130,8 +130,8 @@ struct RingReducerOptions {
   // ZeRO stage 1 (--zero 1): every bucket is reduce-scattered instead of allreduced
   // (buckets.allreduce.phases), this peer updates the piece of each bucket it holds
   // the sum of (collective::OwnedRange at its ring position) and AllgatherOwned sends
-  // the updated parameters around. Dense and bf16 codecs only (the constructor refuses
-  // top-k and auto: their sums are not reduce-scattered). The ring keeps its order
+  // the updated parameters around. Dense and bf16 codecs only (BeginStep refuses top-k
+  // and auto: their sums are not reduce-scattered). The ring keeps its order
   // (comm.reorder is turned off): a re-order would move every piece's owner. Each
   // peer also keeps its predecessor's pieces' moments (ReplicaRanges).
   bool shard_optimizer = false;

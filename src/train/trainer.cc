@@ -111,10 +111,12 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
   const model::ParamLayout& layout = t->gpt_->layout();
   t->params_.Resize(layout.total_floats());
   t->grads_.Resize(layout.total_floats());
-  if (t->reducer_->ShardsOptimizer()) {
+  const bool sharded = t->reducer_->ShardsOptimizer();
+  if (sharded) {
     // --zero 1: the moments of this peer's pieces are made at the first step (the
-    // pieces are known after BeginStep). Not built yet: sharded checkpoints, resume,
-    // and moving the moments when the ring changes (issue 16).
+    // pieces are known after BeginStep), so only the parameters are shared state here.
+    // Not built yet: sharded checkpoints, resume, and moving the moments when the ring
+    // changes (issue 16).
     if (!config.ckpt_dir.empty()) {
       return absl::UnimplementedError(
           "--zero 1 with --ckpt-dir: sharded checkpoints are not built yet (issue 16)");
@@ -122,31 +124,25 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
     if (t->reducer_->PreconditionFrom() >= 0) {
       return absl::InvalidArgumentError("--zero 1 works with --compress none or bf16 only");
     }
-    RETURN_IF_ERROR(t->InitOrResume());
-    RETURN_IF_ERROR(t->reducer_->AttachState({&t->step_, {{"params", t->params_.span()}}, {}},
-                                             t->loaded_epoch_));
-    RETURN_IF_ERROR(t->reducer_->SyncState(&t->step_, {t->params_.span()}));
-    if (!config.metrics_path.empty()) {
-      ASSIGN_OR_RETURN(MetricsWriter writer, MetricsWriter::Open(config.metrics_path));
-      t->metrics_.emplace(std::move(writer));
-    }
-    if (t->board_) t->board_->SetStep(t->step_);
-    return t;
+  } else {
+    t->adam_ =
+        std::make_unique<optim::AdamW>(config.adamw, layout.total_floats(), layout.DecayRanges());
   }
-  t->adam_ =
-      std::make_unique<optim::AdamW>(config.adamw, layout.total_floats(), layout.DecayRanges());
   RETURN_IF_ERROR(t->InitOrResume());
+  TrainStateRef state{&t->step_, {{"params", t->params_.span()}}, {}};
+  if (!sharded) {
+    state.buffers.push_back({"adam_m", t->adam_->m()});
+    state.buffers.push_back({"adam_v", t->adam_->v()});
+  }
   // An elastic ring serves and replaces this state at step boundaries.
   Trainer* self = t.get();
-  RETURN_IF_ERROR(t->reducer_->AttachState(
-      {&t->step_,
-       {{"params", t->params_.span()}, {"adam_m", t->adam_->m()}, {"adam_v", t->adam_->v()}},
-       /*before_overwrite=*/[self] { self->FinishBackgroundCheckpoint(); }},
-      t->loaded_epoch_));
+  state.before_overwrite = [self] { self->FinishBackgroundCheckpoint(); };
+  RETURN_IF_ERROR(t->reducer_->AttachState(state, t->loaded_epoch_));
   // A ring starts from the leader's state, whatever each peer loaded (ring_gradient_reducer.h).
   const int64_t loaded_step = t->step_;
-  RETURN_IF_ERROR(
-      t->reducer_->SyncState(&t->step_, {t->params_.span(), t->adam_->m(), t->adam_->v()}));
+  std::vector<absl::Span<float>> spans;
+  for (const auto& named : state.buffers) spans.push_back(named.second);
+  RETURN_IF_ERROR(t->reducer_->SyncState(&t->step_, spans));
   if (t->step_ != loaded_step) {
     t->tokens_seen_ = t->step_ * static_cast<int64_t>(t->sampler_->slots()) * shape.seq_len;
     t->last_checkpoint_step_ = t->step_;
