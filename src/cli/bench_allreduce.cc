@@ -187,8 +187,8 @@ absl::StatusOr<SizeResult> BenchOneSize(net::RingTransport* ring, size_t n, cons
     collective::ExchangeStats stats;
     const double cpu0 = ProcessCpuSeconds();
     Stopwatch watch;
-    RETURN_IF_ERROR(
-        exchange.Run(ring, data.span(), spec, /*step=*/1000000, /*warmup=*/0, options, &stats));
+    RETURN_IF_ERROR(exchange.Run(ring, data.span(), spec, /*step=*/1000000, /*warmup=*/0,
+                                 /*refresh_every=*/0, options, &stats));
     const double seconds = watch.ElapsedSeconds();
     if (timed) {
       times.push_back(seconds);
@@ -270,7 +270,8 @@ absl::StatusOr<std::vector<double>> TrialSeconds(net::RingTransport* ring, size_
       RETURN_IF_ERROR(Barrier(ring));
       collective::ExchangeStats stats;
       Stopwatch watch;
-      RETURN_IF_ERROR(exchange.Run(ring, data.span(), candidates[c], 1000000, 0, options, &stats));
+      RETURN_IF_ERROR(
+          exchange.Run(ring, data.span(), candidates[c], 1000000, 0, 0, options, &stats));
       if (it > 0) seconds[c].push_back(watch.ElapsedSeconds());
     }
   }

@@ -84,6 +84,15 @@ ABSL_FLAG(int, topk_warmup, -1,
           "tenth of --steps, at least 75); with --compress auto: no top-k in the first N "
           "steps, the same ramp after them, and every bucket preconditioned from step N on");
 
+// Refresh steps of preconditioned top-k (issue 18; collective/codec_spec.h
+// IsTopKRefreshStep): after the ramp, every K-th step is exchanged dense without the
+// residual, so AdamW's frozen second moment learns from an exact sum (optim/adamw.h,
+// "refreshed") instead of staying as the warm-up measured it for the rest of the run.
+ABSL_FLAG(int, topk_refresh, 0,
+          "Preconditioned top-k: every N-th step after the warm-up's ramp sends this step's "
+          "gradient dense (the residual waits), so AdamW's second moment learns again; costs "
+          "one dense exchange per N steps (0 = never: v stays frozen after the warm-up)");
+
 // --topk-warmup's default: a tenth of the run, at least 75 steps.
 constexpr int kMinDefaultTopKWarmup = 75;
 
@@ -101,7 +110,9 @@ std::vector<std::string> RingFlagNames() {
           "encrypt", "compress", "zstd_level", "bucket_mb"};
 }
 
-std::vector<std::string> CommFlagNames() { return {"probe_every", "comm_budget", "topk_warmup"}; }
+std::vector<std::string> CommFlagNames() {
+  return {"probe_every", "comm_budget", "topk_warmup", "topk_refresh"};
+}
 
 absl::StatusOr<std::string> ApplyCommFlags(train::RingReducerOptions* options) {
   const std::string compress = absl::GetFlag(FLAGS_compress);
@@ -118,6 +129,11 @@ absl::StatusOr<std::string> ApplyCommFlags(train::RingReducerOptions* options) {
                               ? topk_warmup_flag
                               : std::max(kMinDefaultTopKWarmup, absl::GetFlag(FLAGS_steps) / 10);
   options->buckets.topk_warmup_steps = topk_warmup;
+  const int topk_refresh = absl::GetFlag(FLAGS_topk_refresh);
+  if (topk_refresh < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--topk-refresh must be >= 0 steps (0 = never), got %d", topk_refresh));
+  }
   if (probe_every < -1) {
     return absl::InvalidArgumentError(
         absl::StrFormat("--probe-every must be >= 0 steps, or -1 (never), got %d", probe_every));
@@ -163,9 +179,18 @@ absl::StatusOr<std::string> ApplyCommFlags(train::RingReducerOptions* options) {
     }
     codec = spec->ToString();
   }
-  return absl::StrFormat("%s probe_every=%d comm_budget=%g topk_warmup=%d%s", codec, probe_every,
-                         comm_budget, options->buckets.topk_warmup_steps,
-                         options->buckets.precondition_from >= 0 ? " preconditioned" : "");
+  // Refresh steps exist only where top-k is preconditioned (they feed its frozen v).
+  const bool preconditioned = options->buckets.precondition_from >= 0;
+  if (topk_refresh > 0 && !preconditioned) {
+    return absl::InvalidArgumentError(
+        "--topk-refresh applies to preconditioned top-k only: --compress topk:D or auto "
+        "with --topk-warmup > 0");
+  }
+  options->buckets.topk_refresh_every = topk_refresh;
+  return absl::StrFormat(
+      "%s probe_every=%d comm_budget=%g topk_warmup=%d%s%s", codec, probe_every, comm_budget,
+      options->buckets.topk_warmup_steps, preconditioned ? " preconditioned" : "",
+      topk_refresh > 0 ? absl::StrFormat(" topk_refresh=%d", topk_refresh) : std::string());
 }
 
 absl::StatusOr<net::RingSetup> RingSetupFromFlags(const std::string& cluster_id) {

@@ -53,6 +53,7 @@ ABSL_DECLARE_FLAG(double, bucket_mb);
 ABSL_DECLARE_FLAG(int, probe_every);
 ABSL_DECLARE_FLAG(double, comm_budget);
 ABSL_DECLARE_FLAG(int, topk_warmup);
+ABSL_DECLARE_FLAG(int, topk_refresh);
 
 namespace rt::cli {
 
@@ -63,7 +64,7 @@ std::vector<std::string> OptimizerFlagNames();  // lr min_lr warmup weight_decay
 std::vector<std::string>
 RingFlagNames();  // hosts self rank wait secret_file encrypt compress zstd_level bucket_mb
 
-std::vector<std::string> CommFlagNames();  // probe_every comm_budget topk_warmup
+std::vector<std::string> CommFlagNames();  // probe_every comm_budget topk_warmup topk_refresh
 
 // --compress none|bf16|topk:D|auto, --zstd-level, --probe-every, --comm-budget into
 // options->buckets.codec and options->comm (channel_salt is left to the caller).

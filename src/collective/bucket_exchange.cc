@@ -37,8 +37,9 @@ void BucketExchange::Rollback() {
 }
 
 absl::Status BucketExchange::RunDense(net::RingTransport* ring, absl::Span<float> grads,
-                                      const AllreduceOptions& options, ExchangeStats* stats) {
-  AddResidualTo(grads);
+                                      const AllreduceOptions& options, ExchangeStats* stats,
+                                      bool fold_residual) {
+  if (fold_residual) AddResidualTo(grads);
   Stopwatch watch;
   AllreduceOptions fp32 = options;
   fp32.wire = WireFormat::kFp32;
@@ -46,13 +47,14 @@ absl::Status BucketExchange::RunDense(net::RingTransport* ring, absl::Span<float
   RETURN_IF_ERROR(op.run());
   stats->bytes_sent += op.bytes_sent();
   stats->exchange_ms += watch.ElapsedMs();
-  stats->codec_used = "none";
+  stats->codec_used = fold_residual ? "none" : "refresh";
   return absl::OkStatus();
 }
 
 absl::Status BucketExchange::Run(net::RingTransport* ring, absl::Span<float> grads,
                                  const CodecSpec& spec, int64_t step, int64_t topk_warmup_steps,
-                                 const AllreduceOptions& options, ExchangeStats* stats) {
+                                 int64_t topk_refresh_every, const AllreduceOptions& options,
+                                 ExchangeStats* stats) {
   if (grads.size() != length_) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "bucket exchange: got %d floats for a bucket of %d", grads.size(), length_));
@@ -77,6 +79,9 @@ absl::Status BucketExchange::Run(net::RingTransport* ring, absl::Span<float> gra
 
   const double density = TopKDensityAt(step, spec.density, topk_warmup_steps);
   if (!SparsePays(n, density)) return RunDense(ring, grads, options, stats);
+  if (IsTopKRefreshStep(step, topk_warmup_steps, topk_refresh_every)) {
+    return RunDense(ring, grads, options, stats, /*fold_residual=*/false);
+  }
   Stopwatch watch;
   SelectTopKWithFeedback(grads, residual_.span(), TopKCount(sparse_count_, density), dense_ranges_,
                          &selection_);

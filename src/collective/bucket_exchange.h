@@ -9,7 +9,12 @@
 //   topk  v = grads + residual; exactly k = density(step)*n largest |v| outside the
 //         dense ranges (plus all of the dense ranges) are encoded and exchanged by
 //         sparse allgather; the rest stays in the residual. Falls back to the dense
-//         fp32 path (residual flushed) when alone or when N*density >= 2.
+//         fp32 path (residual flushed) when alone or when N*density >= 2. On a
+//         refresh step (codec_spec.h IsTopKRefreshStep) the bucket's gradient alone
+//         goes out by the fp32 ring allreduce and the residual waits for later steps
+//         untouched: the sum is this step's exact gradient, which AdamW's second
+//         moment can learn from (a flushed residual holds many steps' worth of
+//         gradient and would inflate it); codec_used is then "refresh".
 // The residual persists across steps (one buffer of the bucket's size, allocated
 // on first use of a lossy codec).
 //
@@ -17,6 +22,7 @@
 // called; Rollback() instead undoes what the last Run did to the residual, for a step
 // that was interrupted (a view change) and will be redone without it:
 //   none  the residual folded into the exchange is kept (it is zeroed only on commit);
+//   refresh  nothing to undo (the residual was not touched);
 //   topk  the entries the Run selected are added back (residual[i] += sent[i]), so the
 //         residual holds that step's gradient too, as if nothing had been selected:
 //         exact (sent[i] + residual[i] == v[i] in fp32, topk_select.h) and O(k);
@@ -56,10 +62,11 @@ class BucketExchange {
   BucketExchange(size_t length, std::vector<IndexRange> dense_ranges);
 
   // grads: the bucket (length floats). step: 0-based optimizer step (for the top-k
-  // warm-up). Every peer must pass the same spec, step, length and options.
+  // warm-up and refresh steps, codec_spec.h). Every peer must pass the same spec, step,
+  // length, schedule and options.
   absl::Status Run(net::RingTransport* ring, absl::Span<float> grads, const CodecSpec& spec,
-                   int64_t step, int64_t topk_warmup_steps, const AllreduceOptions& options,
-                   ExchangeStats* stats);
+                   int64_t step, int64_t topk_warmup_steps, int64_t topk_refresh_every,
+                   const AllreduceOptions& options, ExchangeStats* stats);
 
   // What error feedback keeps for later steps (empty before any lossy codec).
   absl::Span<const float> residual() const { return residual_.span(); }
@@ -73,8 +80,10 @@ class BucketExchange {
   // What the last Run left to commit or undo.
   enum class Pending { kNothing, kFolded, kSelected };
   void AddResidualTo(absl::Span<float> grads);  // grads += residual (zeroed on commit)
+  // fp32 ring allreduce of grads (+ the residual when fold_residual; see the file comment).
   absl::Status RunDense(net::RingTransport* ring, absl::Span<float> grads,
-                        const AllreduceOptions& options, ExchangeStats* stats);
+                        const AllreduceOptions& options, ExchangeStats* stats,
+                        bool fold_residual = true);
 
   size_t length_;
   std::vector<IndexRange> dense_ranges_;

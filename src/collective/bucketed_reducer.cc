@@ -172,8 +172,9 @@ void BucketedReducer::CommLoop() {
                               step >= options_.precondition_from;
     lock.unlock();
     if (precondition) options_.precondition(grads, bucket.begin);
-    absl::Status status = exchanges_[b]->Run(ring, grads, spec, step, options_.topk_warmup_steps,
-                                             options_.allreduce, &stats);
+    absl::Status status =
+        exchanges_[b]->Run(ring, grads, spec, step, options_.topk_warmup_steps,
+                           options_.topk_refresh_every, options_.allreduce, &stats);
     lock.lock();
     step_stats_.buckets[b] = stats;
     if (!status.ok()) {

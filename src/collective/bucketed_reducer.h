@@ -46,6 +46,7 @@ struct BucketedReducerOptions {
   size_t bucket_bytes = size_t{25} << 20;  // fp32 bytes per bucket (--bucket-mb)
   AllreduceOptions allreduce;              // chunking and timeouts
   int64_t topk_warmup_steps = 0;           // --topk-warmup
+  int64_t topk_refresh_every = 0;          // --topk-refresh (codec_spec.h IsTopKRefreshStep)
   // [begin, end) float ranges of the whole span always sent dense under top-k
   // (biases, LayerNorm); sorted and disjoint.
   std::vector<IndexRange> dense_ranges;

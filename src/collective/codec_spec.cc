@@ -63,4 +63,9 @@ double TopKDensityAt(int64_t step, double density, int64_t warmup_steps) {
   return std::pow(density, progress);
 }
 
+bool IsTopKRefreshStep(int64_t step, int64_t warmup_steps, int64_t refresh_every) {
+  if (warmup_steps <= 0 || refresh_every <= 0 || step < 2 * warmup_steps) return false;
+  return (step - 2 * warmup_steps + 1) % refresh_every == 0;
+}
+
 }  // namespace rt::collective

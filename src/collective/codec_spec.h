@@ -37,4 +37,13 @@ absl::StatusOr<CodecSpec> ParseCodecSpec(absl::string_view text, int zstd_level 
 // 3.4% above dense at step 300, switching from dense straight to the target 4.0%.
 double TopKDensityAt(int64_t step, double density, int64_t warmup_steps);
 
+// Whether 0-based `step` is a refresh step of preconditioned top-k with warm-up W =
+// `warmup_steps` and a refresh every K = `refresh_every` steps (--topk-refresh): once
+// the density ramp is over (step >= 2W), every K-th step, i.e. steps 2W + K - 1,
+// 2W + 2K - 1, ... On such a step each top-k bucket sends this step's gradient dense
+// and leaves the residual untouched (BucketExchange), so the summed gradient is
+// exact and AdamW's frozen second moment learns from it (optim/adamw.h, "refreshed").
+// Never when W <= 0 (no preconditioning) or K <= 0.
+bool IsTopKRefreshStep(int64_t step, int64_t warmup_steps, int64_t refresh_every);
+
 }  // namespace rt::collective

@@ -187,9 +187,8 @@ void AdamW::StepPreconditioned(absl::Span<float> params, absl::Span<float> grads
   }
   // The first preconditioned step carries the dense steps' momentum over into the new
   // units (m / d, the same division the gradients get).
-  const bool first = t == frozen_t + 1;
-  if (first) Precondition(m_.span(), 0, frozen_t);
-  if (!dense_sums.empty()) LearnDenseV(grads, frozen_t, dense_sums, first);
+  if (t == frozen_t + 1) Precondition(m_.span(), 0, frozen_t);
+  if (!dense_sums.empty()) LearnDenseV(grads, frozen_t, dense_sums);
   const double bc1 = 1.0 - std::pow(static_cast<double>(config_.beta1), static_cast<double>(t));
   const float step_size = static_cast<float>(lr / bc1);
   const float decay_factor = 1.0f - lr * config_.weight_decay;
@@ -210,10 +209,32 @@ void AdamW::StepPreconditioned(absl::Span<float> params, absl::Span<float> grads
       p[i] = p[i] * decay - step_size * mi;
     }
   }
+  // Between steps m is in the floored units every top-k step reads it in.
+  if (!dense_sums.empty()) RefloorMomentum(frozen_t, dense_sums);
+}
+
+void AdamW::RefloorMomentum(int64_t frozen_t, const std::vector<FloatRange>& ranges) {
+  const double bc2 =
+      1.0 - std::pow(static_cast<double>(config_.beta2), static_cast<double>(frozen_t));
+  const float inv_bc2 = static_cast<float>(1.0 / bc2);
+  const float* v = v_.data();
+  float* m = m_.data();
+  const float eps = config_.eps;
+  for (const FloatRange& r : ranges) {
+    for (size_t block = r.first - r.first % kPreconditionBlock; block < r.second;
+         block += kPreconditionBlock) {
+      const float floor = BlockFloor(block, inv_bc2);  // from the v just learned
+      const size_t b = std::max(block, r.first), e = std::min(block + kPreconditionBlock, r.second);
+      for (size_t i = b; i < e; ++i) {
+        const float rms = std::sqrt(v[i] * inv_bc2);
+        m[i] *= (rms + eps) / (std::max(rms, floor) + eps);
+      }
+    }
+  }
 }
 
 void AdamW::LearnDenseV(absl::Span<float> grads, int64_t frozen_t,
-                        const std::vector<FloatRange>& ranges, bool m_floored) {
+                        const std::vector<FloatRange>& ranges) {
   const double bc2 =
       1.0 - std::pow(static_cast<double>(config_.beta2), static_cast<double>(frozen_t));
   const float inv_bc2 = static_cast<float>(1.0 / bc2), bc2f = static_cast<float>(bc2);
@@ -244,8 +265,8 @@ void AdamW::LearnDenseV(absl::Span<float> grads, int64_t frozen_t,
       const float raw = grads[i] * d_sent;
       v[i] = b2 * v[i] + one_minus_b2 * bc2f * raw * raw;
       const float d_new = std::sqrt(v[i] * inv_bc2) + eps;  // Adam's, no floor
-      // m in the units of the new denominator, so that m stays Adam's m / d.
-      m[i] *= (m_floored ? d_sent : rms_old + eps) / d_new;
+      // m in the units of the new denominator for this step: Adam's m / d_new.
+      m[i] *= d_sent / d_new;  // m comes in floored units (RefloorMomentum)
       grads[i] = raw / d_new;
     }
   }

@@ -76,25 +76,29 @@ class AdamW {
   //   p *= 1 - lr * weight_decay (inside decay ranges);  m = b1 m + (1-b1) g;
   //   p -= lr / (1-b1^t) * m.
   // v stays frozen, except inside `dense_sums`: ranges whose sum of this step covers
-  // every coordinate (exchanged dense or bf16, not top-k: an exact gradient, not a
-  // sparse, delayed one), where v goes on learning from the gradient the peers
-  // summed, r_i = g_i * d_i (d_i from v before this update), and the coordinate takes
-  // exactly Adam's step, with Adam's denominator a_i = sqrt(v_i / (1-b2^frozen_t)) + eps
-  // (no block floor: v has just learned r_i, which bounds the step as in Adam) and m
-  // kept as Adam's m divided by the current a_i:
+  // every coordinate (exchanged dense or bf16, or a top-k refresh step, not top-k: an
+  // exact gradient, not a sparse, delayed one), where v goes on learning from the
+  // gradient the peers summed, r_i = g_i * d_i (d_i from v before this update), and
+  // the coordinate takes exactly Adam's step, with Adam's denominator
+  // a_i = sqrt(v_i / (1-b2^frozen_t)) + eps (no block floor: v has just learned r_i,
+  // which bounds the step as in Adam):
   //   v_i = b2 v_i + (1-b2) * (1-b2^frozen_t) * r_i^2;
-  //   m_i *= a_i(old v) / a_i(new v)   (on the first step d_i / a_i(new v): m was just
-  //                                     divided by the floored d_i);
-  //   g_i = r_i / a_i(new v)
+  //   m_i *= d_i / a_i(new v)    (Adam's m / a_i for this step's update);
+  //   g_i = r_i / a_i(new v);  the update above;
+  //   m_i *= a_i(new v) / d_i(new v)   (back to the floored units)
   // (v keeps the scale of the dense steps' biased estimate, so d_i's formula and the
   // frozen coordinates do not change; |g_i| <= 1 / sqrt(1-b2) however large r_i is,
   // the self-normalisation that keeps Adam stable through a gradient spike, which a
   // denominator from the previous step's v does not give). grads is rewritten there.
+  // Between steps m is thus always in the floored units d_i of the current v, the
+  // units every top-k step reads it in, whichever codec each range had before: a range
+  // that goes from a dense sum back to top-k (a refresh step, the dense first steps of
+  // the density ramp, `auto` re-planning a bucket) carries its momentum over exactly
+  // (tests/optim/adamw_preconditioned_test.cc; kept in Adam's units a_i instead, the
+  // floored coordinates' momentum was overstated by d_i / a_i).
   // Measured (3 peers, small series, 3,000 steps, bf16 wire through this path from step
-  // 300): floor kept and m not rescaled +0.68% above dense; floor dropped +0.28%; both
-  // as here -0.03% (plain bf16 -0.02%). A coordinate that `auto` moves from top-k to a
-  // dense bucket carries m in floored units into its first dense step, where it is read
-  // as unfloored: its momentum is understated (never overstated) for ~1/(1-b1) steps.
+  // 300): floor kept and m not rescaled +0.68% above dense; floor dropped +0.28%; with
+  // Adam's denominator and m in its units -0.03% (plain bf16 -0.02%).
   // Ranges: sorted, disjoint, within the span.
   // No clipping: a global norm of preconditioned values has no fixed scale (measured:
   // plain AdamW with --clip 0 ends 2.5% above --clip 1 on that series; the bounded g_i
@@ -116,11 +120,13 @@ class AdamW {
  private:
   // kPreconditionFloor * rms of v / (1-b2^frozen_t) over the block starting at `block`.
   float BlockFloor(size_t block, float inv_bc2) const;
-  // StepPreconditioned's update of v inside `ranges`, and of those gradients (see there).
-  // m_floored: m is in the units of the floored denominators (the first preconditioned
-  // step, right after Precondition(m)); otherwise those of Adam's unfloored ones.
-  void LearnDenseV(absl::Span<float> grads, int64_t frozen_t, const std::vector<FloatRange>& ranges,
-                   bool m_floored);
+  // StepPreconditioned's update of v inside `ranges` (sorted, disjoint), of m into
+  // Adam's units for this step, and of those gradients (see there).
+  void LearnDenseV(absl::Span<float> grads, int64_t frozen_t,
+                   const std::vector<FloatRange>& ranges);
+  // After the update: m inside `ranges` from Adam's units a_i to the floored ones d_i
+  // of the v just learned.
+  void RefloorMomentum(int64_t frozen_t, const std::vector<FloatRange>& ranges);
 
   // A contiguous run of the span with one decay setting, small enough to balance threads.
   struct Piece {

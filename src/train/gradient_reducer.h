@@ -124,8 +124,8 @@ class GradientReducer {
   virtual void SetPreconditioner(std::function<void(absl::Span<float>, size_t offset)> /*fn*/) {}
   // Preconditioned steps: the [begin, end) float ranges of the gradient buffer whose
   // sum in the last finished step covers every coordinate (exchanged dense or bf16,
-  // not top-k), sorted and disjoint, the same on every peer; AdamW's frozen second
-  // moment goes on learning there (optim/adamw.h StepPreconditioned). Default: none.
+  // or a top-k refresh step; not top-k), sorted and disjoint, the same on every peer; AdamW's
+  // frozen second moment goes on learning there (optim/adamw.h StepPreconditioned). Default: none.
   virtual std::vector<std::pair<size_t, size_t>> DenseSumRanges() const { return {}; }
   // ---- ZeRO stage 1 (RingReducerOptions::shard_optimizer; optim/sharded_adamw.h) ----
   // Whether this peer updates only OwnedRanges of the parameters: Finish then leaves

@@ -446,7 +446,7 @@ std::vector<std::pair<size_t, size_t>> RingGradientReducer::DenseSumRanges() con
   // Buckets run from the end of the buffer: walk them backwards for ascending ranges.
   for (size_t i = b->buckets().size(); i-- > 0;) {
     const std::string& used = last_stats_.buckets[i].codec_used;
-    if (used != "none" && used != "bf16") continue;
+    if (used != "none" && used != "bf16" && used != "refresh") continue;
     const collective::BucketedReducer::Bucket& k = b->buckets()[i];
     if (!ranges.empty() && ranges.back().second == k.begin) {
       ranges.back().second = k.end;

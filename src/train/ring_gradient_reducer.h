@@ -38,7 +38,8 @@
 //     preconditioned (buckets.precondition_from = W, whatever its codec): the
 //     residuals of all codecs are in the same units, so a re-plan that changes a
 //     bucket's codec loses nothing, and AdamW's v keeps learning on the buckets that
-//     went dense or bf16 (DenseSumRanges).
+//     went dense or bf16, and on top-k's refresh steps (--topk-refresh), from every
+//     top-k bucket (DenseSumRanges).
 // Error feedback residuals live in the bucket exchanges, which survive re-plans,
 // re-formed rings and, through CarriedCommState, the reducers of later views (each
 // peer keeps its own residual; a codec change folds it in). A step that began but was

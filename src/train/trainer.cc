@@ -478,7 +478,8 @@ absl::Status Trainer::TrainStep(StepMetrics* metrics) {
     }
     RETURN_IF_ERROR(reducer_->AllgatherOwned(params_.span()));
   } else if (precondition_from_ >= 0 && step_ >= precondition_from_) {
-    // v goes on learning where the sum was dense (auto's none/bf16 buckets).
+    // v goes on learning where the sum was dense (auto's none/bf16 buckets, top-k's
+    // refresh steps).
     adam_->StepPreconditioned(params_.span(), grads_.span(), lr, step_ + 1, precondition_from_,
                               reducer_->DenseSumRanges());
   } else {

@@ -56,5 +56,34 @@ TEST_CASE("--topk-warmup: by default a tenth of --steps, at least 75, explicit v
   absl::SetFlag(&FLAGS_topk_warmup, warmup);
 }
 
+TEST_CASE(
+    "--topk-refresh: set for preconditioned top-k, refused where there is nothing to refresh") {
+  const std::string compress = absl::GetFlag(FLAGS_compress);
+  const int steps = absl::GetFlag(FLAGS_steps), warmup = absl::GetFlag(FLAGS_topk_warmup);
+  CHECK(absl::GetFlag(FLAGS_topk_refresh) == 0);  // the default: v frozen after the warm-up
+  absl::SetFlag(&FLAGS_topk_refresh, 20);
+  Applied a = Apply("topk:0.01", 3000, -1);
+  REQUIRE(a.summary.ok());
+  CHECK(a.options.buckets.topk_refresh_every == 20);
+  CHECK(a.summary->find("preconditioned topk_refresh=20") != std::string::npos);
+  for (const char* codec : {"none", "bf16"}) {
+    CAPTURE(codec);
+    a = Apply(codec, 3000, -1);
+    REQUIRE_FALSE(a.summary.ok());
+    CHECK(std::string(a.summary.status().message()).find("--topk-refresh") != std::string::npos);
+  }
+  a = Apply("topk:0.01", 3000, 0);  // no warm-up: no frozen v to refresh
+  REQUIRE_FALSE(a.summary.ok());
+  absl::SetFlag(&FLAGS_topk_refresh, -1);
+  a = Apply("topk:0.01", 3000, -1);
+  REQUIRE_FALSE(a.summary.ok());
+  CHECK(std::string(a.summary.status().message()).find("--topk-refresh must be >= 0") !=
+        std::string::npos);
+  absl::SetFlag(&FLAGS_topk_refresh, 0);
+  absl::SetFlag(&FLAGS_compress, compress);
+  absl::SetFlag(&FLAGS_steps, steps);
+  absl::SetFlag(&FLAGS_topk_warmup, warmup);
+}
+
 }  // namespace
 }  // namespace rt::cli

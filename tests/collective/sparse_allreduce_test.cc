@@ -114,7 +114,7 @@ TEST_CASE("bucket exchange: every codec gives identical bytes and keeps what it 
       std::vector<ExchangeStats> stats(n);
       auto status = RunOnRing(n, [&](net::RingTransport* t) {
         // Warm-up of 1 step: step 0 dense, step 1 at density 0.05^(1/2), then 0.05.
-        return ex[t->rank()]->Run(t, absl::MakeSpan(g[t->rank()]), *spec, step, 1, {},
+        return ex[t->rank()]->Run(t, absl::MakeSpan(g[t->rank()]), *spec, step, 1, 0, {},
                                   &stats[t->rank()]);
       });
       INFO("codec " << codec << " step " << step);
@@ -140,6 +140,72 @@ TEST_CASE("bucket exchange: every codec gives identical bytes and keeps what it 
     INFO("codec " << codec);
     CHECK(worst < 1e-4);
   }
+}
+
+TEST_CASE("a top-k refresh step sums the exact gradient and leaves the residual for later") {
+  // Warm-up 1, refresh every 2: steps 0 dense, 1 ramp, 2 top-k, 3 refresh, 4 top-k, 5 refresh.
+  CHECK(!IsTopKRefreshStep(2, 1, 2));
+  CHECK(IsTopKRefreshStep(3, 1, 2));
+  CHECK(IsTopKRefreshStep(5, 1, 2));
+  CHECK(!IsTopKRefreshStep(1, 1, 1));  // inside the ramp
+  CHECK(IsTopKRefreshStep(2, 1, 1));
+  CHECK(!IsTopKRefreshStep(3, 0, 2));  // no warm-up: no preconditioning, no refresh
+  CHECK(!IsTopKRefreshStep(3, 1, 0));
+  const int n = 3;
+  const size_t len = 5000;
+  auto spec = ParseCodecSpec("topk:0.05", 0);
+  REQUIRE(spec.ok());
+  std::vector<std::unique_ptr<BucketExchange>> ex;
+  for (int p = 0; p < n; ++p)
+    ex.push_back(std::make_unique<BucketExchange>(len, std::vector<IndexRange>{}));
+  std::vector<double> total_in(len, 0.0), total_out(len, 0.0);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int step = 0; step < 6; ++step) {
+    std::vector<std::vector<float>> g(n, std::vector<float>(len));
+    for (auto& v : g)
+      for (float& x : v) x = normal(rng);
+    std::vector<double> exact(len, 0.0);  // this step's gradients summed
+    std::vector<std::vector<float>> residual_before(n);
+    for (int p = 0; p < n; ++p) {
+      for (size_t i = 0; i < len; ++i) total_in[i] += g[p][i], exact[i] += g[p][i];
+      residual_before[p].assign(ex[p]->residual().begin(), ex[p]->residual().end());
+    }
+    std::vector<ExchangeStats> stats(n);
+    auto status = RunOnRing(n, [&](net::RingTransport* t) {
+      return ex[t->rank()]->Run(t, absl::MakeSpan(g[t->rank()]), *spec, step, 1, 2, {},
+                                &stats[t->rank()]);
+    });
+    INFO("step " << step);
+    for (int p = 0; p < n; ++p) REQUIRE(status[p].ok());
+    for (int p = 0; p < n; ++p) CHECK(std::memcmp(g[p].data(), g[0].data(), len * 4) == 0);
+    for (size_t i = 0; i < len; ++i) total_out[i] += g[0][i];
+    if (step == 3 || step == 5) {
+      CHECK(stats[0].codec_used == "refresh");
+      double off = 0;
+      for (size_t i = 0; i < len; ++i) off = std::max(off, std::fabs(g[0][i] - exact[i]));
+      CHECK(off < 1e-5);
+      for (int p = 0; p < n; ++p) {
+        REQUIRE(ex[p]->residual().size() == len);
+        CHECK(std::memcmp(ex[p]->residual().data(), residual_before[p].data(), len * 4) == 0);
+        // Committed or rolled back, a refresh leaves the residual as it was.
+        ex[p]->Rollback();
+        CHECK(std::memcmp(ex[p]->residual().data(), residual_before[p].data(), len * 4) == 0);
+      }
+    } else if (step >= 2) {
+      CHECK(stats[0].codec_used == "topk:0.05");
+    }
+  }
+  // What went out plus what is held is everything, as for the other codecs.
+  double worst = 0, held = 0;
+  for (size_t i = 0; i < len; ++i) {
+    double kept = 0;
+    for (int p = 0; p < n; ++p) kept += ex[p]->residual()[i];
+    held += std::fabs(kept);
+    worst = std::max(worst, std::fabs(total_out[i] + kept - total_in[i]));
+  }
+  CHECK(worst < 1e-4);
+  CHECK(held > 1.0);  // the residual was really carried through the refresh steps
 }
 
 }  // namespace
