@@ -134,6 +134,16 @@ absl::Status Checkpoint::ReadSection(absl::string_view name, absl::Span<uint8_t>
   return absl::OkStatus();
 }
 
+absl::Status Checkpoint::ReadSectionRange(absl::string_view name, uint64_t offset,
+                                          absl::Span<uint8_t> out) const {
+  const SectionInfo* s = Find(name);
+  if (!s) return absl::NotFoundError(absl::StrCat(path_, ": no section '", name, "'"));
+  const std::string file = s->name + ".bin";
+  absl::Status st = ReadFileRange(path_ + "/" + file, s->bytes, offset, out);
+  if (!st.ok()) return absl::DataLossError(InDir(st, path_, file).message());
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<uint8_t>> Checkpoint::ReadSectionBytes(absl::string_view name) const {
   const SectionInfo* s = Find(name);
   if (!s) return absl::NotFoundError(absl::StrCat(path_, ": no section '", name, "'"));

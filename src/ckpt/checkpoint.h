@@ -109,6 +109,13 @@ class Checkpoint {
   // Errors: NotFound (no such section), InvalidArgument (wrong out size), DataLoss.
   absl::Status ReadSection(absl::string_view name, absl::Span<uint8_t> out) const;
 
+  // Reads out.size() bytes of section `name` from byte `offset` on (a part of the
+  // AdamW moments, for a peer that keeps only its pieces: --zero 1). Checks the file's
+  // size, not the crc32c: OpenLatestValidCheckpoint verified every section whole.
+  // Errors: NotFound (no such section), DataLoss (size, or the range outside it).
+  absl::Status ReadSectionRange(absl::string_view name, uint64_t offset,
+                                absl::Span<uint8_t> out) const;
+
   // Convenience: the section's bytes in a new vector (same checks as ReadSection).
   absl::StatusOr<std::vector<uint8_t>> ReadSectionBytes(absl::string_view name) const;
 

@@ -152,6 +152,21 @@ absl::StatusOr<uint32_t> ReadFileExactly(const std::string& path, absl::Span<uin
   return crc;
 }
 
+absl::Status ReadFileRange(const std::string& path, uint64_t file_bytes, uint64_t offset,
+                           absl::Span<uint8_t> out) {
+  if (offset > file_bytes || out.size() > file_bytes - offset) {
+    return absl::DataLossError(absl::StrFormat("%s: bytes [%d, %d) lie outside its %d bytes", path,
+                                               offset, offset + out.size(), file_bytes));
+  }
+  auto fd_or = OpenForExactRead(path, file_bytes);
+  if (!fd_or.ok()) return fd_or.status();
+  FdCloser closer(*fd_or);
+  if (::lseek(*fd_or, static_cast<off_t>(offset), SEEK_SET) < 0) {
+    return ErrnoError(errno, "seek", path);
+  }
+  return ReadFull(*fd_or, path, out.data(), out.size(), offset, file_bytes);
+}
+
 absl::StatusOr<uint32_t> CrcOfFile(const std::string& path, uint64_t expected_bytes) {
   auto fd_or = OpenForExactRead(path, expected_bytes);
   if (!fd_or.ok()) return fd_or.status();

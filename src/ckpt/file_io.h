@@ -34,6 +34,12 @@ absl::Status FsyncDirectory(const std::string& path);
 // bytes, expected Y" otherwise).
 absl::StatusOr<uint32_t> ReadFileExactly(const std::string& path, absl::Span<uint8_t> out);
 
+// Reads out.size() bytes at byte `offset` of `path`, which must have exactly
+// `file_bytes` bytes (DataLoss otherwise, or if the range lies outside them). No
+// checksum: for a file whose crc32c was verified whole before (CrcOfFile).
+absl::Status ReadFileRange(const std::string& path, uint64_t file_bytes, uint64_t offset,
+                           absl::Span<uint8_t> out);
+
 // Streams `path` (which must have exactly `expected_bytes`) in chunks and returns its
 // crc32c; memory use is one chunk.
 absl::StatusOr<uint32_t> CrcOfFile(const std::string& path, uint64_t expected_bytes);

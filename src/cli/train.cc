@@ -199,6 +199,18 @@ absl::StatusOr<std::unique_ptr<train::ElasticReducer>> JoinTrainCluster(
   if (check_every < 0) return absl::InvalidArgumentError("--check-every must be >= 0");
   train::RingReducerOptions ring_options;
   ASSIGN_OR_RETURN(const std::string comm, ApplyCommFlags(&ring_options));
+  const int zero = absl::GetFlag(FLAGS_zero);
+  if (zero != 0 && zero != 1) {
+    return absl::InvalidArgumentError(absl::StrFormat("--zero must be 0 or 1, got %d", zero));
+  }
+  if (zero == 1 && (ring_options.comm.auto_codec ||
+                    ring_options.buckets.codec.kind == collective::CodecKind::kTopK)) {
+    return absl::InvalidArgumentError(
+        "--zero 1 works with --compress none or bf16: a top-k sum is not reduce-scattered (it "
+        "reaches every peer whole), so sharding would add a 4-byte-per-parameter allgather to "
+        "a codec that exists to avoid such bytes");
+  }
+  ring_options.shard_optimizer = zero == 1;
   ASSIGN_OR_RETURN(std::vector<net::HostEntry> hosts, net::LoadHostsFile(setup.hosts_path));
   if (c->global_batch == 0) c->global_batch = c->batch * c->accum * static_cast<int>(hosts.size());
 
@@ -227,6 +239,7 @@ absl::StatusOr<std::unique_ptr<train::ElasticReducer>> JoinTrainCluster(
       {"bucket_mb", absl::StrCat(bucket_mb)},
       {"check_every", absl::StrCat(check_every)},
       {"ckpt_every", absl::StrCat(c->ckpt_every)},
+      {"zero", absl::StrFormat("--zero %d", zero)},
   };
   ASSIGN_OR_RETURN(std::shared_ptr<net::TcpNode> node, StartTrainNode(setup));
 
@@ -267,6 +280,7 @@ absl::StatusOr<std::unique_ptr<train::ElasticReducer>> JoinTrainCluster(
   e.hosts_path = setup.hosts_path;
   e.board = std::move(board);
   e.precondition_from = ring_options.buckets.precondition_from;
+  e.shard_optimizer = ring_options.shard_optimizer;
   // A transfer partner that died is noticed by the membership within peer_timeout.
   e.transfer.connect_timeout = absl::Seconds(std::max(2.0, 2 * peer_timeout_s));
   e.transfer.idle_timeout = std::max(e.transfer.idle_timeout, absl::Seconds(2 * peer_timeout_s));
@@ -299,6 +313,7 @@ int RunTrain(const std::vector<std::string>& positional) {
                             : absl::GetFlag(FLAGS_compress) != "none"   ? "--compress"
                             : absl::GetFlag(FLAGS_min_peers) != 0       ? "--min-peers"
                             : absl::GetFlag(FLAGS_ckpt_shared)          ? "--ckpt-shared"
+                            : absl::GetFlag(FLAGS_zero) != 0            ? "--zero"
                                                                         : nullptr;
     if (ring_only != nullptr) {
       std::fprintf(stderr,
@@ -433,7 +448,7 @@ std::vector<std::string> TrainFlagNames() {
   for (const std::string& n : OptimizerFlagNames()) names.push_back(n);
   for (const char* n : {"data", "ckpt_dir", "metrics", "eval_every", "eval_batches", "ckpt_every",
                         "keep", "resume", "check_every", "global_batch", "balance", "max_skew",
-                        "peer_timeout", "min_peers", "ckpt_shared", "http", "events"}) {
+                        "peer_timeout", "min_peers", "ckpt_shared", "http", "events", "zero"}) {
     names.push_back(n);
   }
   for (const std::string& n : RingFlagNames()) names.push_back(n);
@@ -455,7 +470,8 @@ const Subcommand& TrainSubcommand() {
       "                [--hosts FILE [--self HOST:PORT | --rank N] [--secret-file F] [--wait 120]\n"
       "                 [--peer-timeout 3] [--min-peers N] [--ckpt-shared]\n"
       "                 [--balance on|off] [--max-skew 8]\n"
-      "                 [--compress none|bf16|topk:D|auto] [--bucket-mb 25] [--check-every 10]]\n"
+      "                 [--compress none|bf16|topk:D|auto] [--bucket-mb 25] [--check-every 10]\n"
+      "                 [--zero 0|1]]\n"
       "Prints one line per step (loss, learning rate, gradient norm, tokens/s, step time);\n"
       "with --eval-every, the validation loss and bits per byte. Resumes from the newest valid\n"
       "checkpoint in --ckpt-dir. With --hosts, the peers form a fault-tolerant ring: each\n"
@@ -464,7 +480,8 @@ const Subcommand& TrainSubcommand() {
       "rank) writes checkpoints (its successor a copy unless --ckpt-shared). SIGTERM/SIGINT\n"
       "stop every peer (or the one peer alone) at a step boundary after a checkpoint; SIGHUP\n"
       "re-reads the hosts file. --balance on (the default) gives faster peers more of each\n"
-      "step's sequences (metrics: slots, wait_ms).\n"
+      "step's sequences (metrics: slots, wait_ms). --zero 1 shards the AdamW moments over\n"
+      "the ring (each peer keeps its pieces and a replica of its predecessor's).\n"
       "--metrics m.jsonl becomes m.rank<R>.jsonl per peer.",
       TrainFlagNames(),
       &RunTrain,

@@ -52,6 +52,35 @@ inline __attribute__((always_inline)) void UpdateRunBody(
   }
 }
 
+// StageParams' and UpdateMoments' loops: UpdateRunBody's expressions, split.
+inline __attribute__((always_inline)) void StageRunBody(
+    const float* __restrict p, const float* __restrict g, const float* __restrict m,
+    const float* __restrict v, float* __restrict p_out, size_t count, float decay_factor,
+    float grad_scale, float b1, float b2, float step_size, float inv_sqrt_bc2, float eps) {
+  const float one_minus_b1 = 1.0f - b1, one_minus_b2 = 1.0f - b2;
+#pragma omp simd
+  for (size_t i = 0; i < count; ++i) {
+    float gi = g[i] * grad_scale;
+    float mi = b1 * m[i] + one_minus_b1 * gi;
+    float vi = b2 * v[i] + one_minus_b2 * gi * gi;
+    float denom = std::sqrt(vi) * inv_sqrt_bc2 + eps;
+    p_out[i] = p[i] * decay_factor - step_size * mi / denom;
+  }
+}
+
+inline __attribute__((always_inline)) void MomentsRunBody(const float* __restrict g,
+                                                          float* __restrict m, float* __restrict v,
+                                                          size_t count, float grad_scale, float b1,
+                                                          float b2) {
+  const float one_minus_b1 = 1.0f - b1, one_minus_b2 = 1.0f - b2;
+#pragma omp simd
+  for (size_t i = 0; i < count; ++i) {
+    float gi = g[i] * grad_scale;
+    m[i] = b1 * m[i] + one_minus_b1 * gi;
+    v[i] = b2 * v[i] + one_minus_b2 * gi * gi;
+  }
+}
+
 #define RT_UPDATE_RUN_ARGS                                                                     \
   float *__restrict p, const float *__restrict g, float *__restrict m, float *__restrict v,    \
       size_t count, float decay_factor, float grad_scale, float b1, float b2, float step_size, \
@@ -135,6 +164,56 @@ void AdamW::Step(absl::Span<float> params, absl::Span<const float> grads, float 
   }
 }
 
+void AdamW::StageParams(absl::Span<const float> params, absl::Span<const float> grads,
+                        absl::Span<float> params_out, float lr, int64_t t, float grad_scale) const {
+  if (params.size() != n_ || grads.size() != n_ || params_out.size() != n_ || t < 1) {
+    std::fprintf(
+        stderr, "AdamW::StageParams: params %zu, grads %zu, out %zu floats, expected %zu; t=%lld\n",
+        params.size(), grads.size(), params_out.size(), n_, static_cast<long long>(t));
+    std::abort();
+  }
+  const double bc1 = 1.0 - std::pow(static_cast<double>(config_.beta1), static_cast<double>(t));
+  const double bc2 = 1.0 - std::pow(static_cast<double>(config_.beta2), static_cast<double>(t));
+  const float step_size = static_cast<float>(lr / bc1);
+  const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
+  const float decay_factor = 1.0f - lr * config_.weight_decay;
+  const float* p = params.data();
+  const float* g = grads.data();
+  const float* m = m_.data();
+  const float* v = v_.data();
+  float* out = params_out.data();
+  const AdamWConfig c = config_;
+  const std::vector<Piece>& pieces = pieces_;
+  const long num_pieces = static_cast<long>(pieces.size());
+#pragma omp parallel for schedule(static)
+  for (long k = 0; k < num_pieces; ++k) {
+    const Piece& piece = pieces[k];
+    const size_t b = piece.begin;
+    StageRunBody(p + b, g + b, m + b, v + b, out + b, piece.end - b,
+                 piece.decay ? decay_factor : 1.0f, grad_scale, c.beta1, c.beta2, step_size,
+                 inv_sqrt_bc2, c.eps);
+  }
+}
+
+void AdamW::UpdateMoments(absl::Span<const float> grads, float grad_scale) {
+  if (grads.size() != n_) {
+    std::fprintf(stderr, "AdamW::UpdateMoments: grads %zu floats, expected %zu\n", grads.size(),
+                 n_);
+    std::abort();
+  }
+  const float* g = grads.data();
+  float* m = m_.data();
+  float* v = v_.data();
+  const AdamWConfig c = config_;
+  const std::vector<Piece>& pieces = pieces_;
+  const long num_pieces = static_cast<long>(pieces.size());
+#pragma omp parallel for schedule(static)
+  for (long k = 0; k < num_pieces; ++k) {
+    const size_t b = pieces[k].begin;
+    MomentsRunBody(g + b, m + b, v + b, pieces[k].end - b, grad_scale, c.beta1, c.beta2);
+  }
+}
+
 float AdamW::BlockFloor(size_t block, float inv_bc2) const {
   const size_t block_end = std::min(n_, block + kPreconditionBlock);
   const float* v = v_.data();
@@ -170,7 +249,8 @@ void AdamW::Precondition(absl::Span<float> grads, size_t offset, int64_t frozen_
 
 void AdamW::StepPreconditioned(absl::Span<float> params, absl::Span<float> grads, float lr,
                                int64_t t, int64_t frozen_t,
-                               const std::vector<FloatRange>& dense_sums) {
+                               const std::vector<FloatRange>& dense_sums,
+                               const std::vector<FloatRange>& refreshed) {
   bool ranges_ok = true;
   for (size_t k = 0; k < dense_sums.size(); ++k) {
     const FloatRange& r = dense_sums[k];
@@ -211,6 +291,43 @@ void AdamW::StepPreconditioned(absl::Span<float> params, absl::Span<float> grads
   }
   // Between steps m is in the floored units every top-k step reads it in.
   if (!dense_sums.empty()) RefloorMomentum(frozen_t, dense_sums);
+  if (!refreshed.empty()) LearnRefreshedV(grads, frozen_t, refreshed);
+}
+
+void AdamW::LearnRefreshedV(absl::Span<const float> grads, int64_t frozen_t,
+                            const std::vector<FloatRange>& ranges) {
+  const double bc2 =
+      1.0 - std::pow(static_cast<double>(config_.beta2), static_cast<double>(frozen_t));
+  const float inv_bc2 = static_cast<float>(1.0 / bc2), bc2f = static_cast<float>(bc2);
+  const float b2 = config_.beta2, one_minus_b2 = 1.0f - config_.beta2;
+  const float eps = config_.eps;
+  float* v = v_.data();
+  float* m = m_.data();
+  // Pass 1, with the denominators every peer divided by (v and the block floors as they
+  // were): the exact gradient r = g * d_old feeds v, and m goes to gradient units.
+  // Pass 2: m into the units of the new denominators (floors from the v just learned).
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const FloatRange& r : ranges) {
+      if (r.first == r.second) continue;
+      // Each block's floor, read before any of its v changes in this pass.
+      for (size_t block = r.first - r.first % kPreconditionBlock; block < r.second;
+           block += kPreconditionBlock) {
+        const float floor = BlockFloor(block, inv_bc2);
+        const size_t b = std::max(block, r.first);
+        const size_t e = std::min(block + kPreconditionBlock, r.second);
+        for (size_t i = b; i < e; ++i) {
+          const float d = std::max(std::sqrt(v[i] * inv_bc2), floor) + eps;
+          if (pass == 0) {
+            const float raw = grads[i] * d;
+            v[i] = b2 * v[i] + one_minus_b2 * bc2f * raw * raw;
+            m[i] *= d;
+          } else {
+            m[i] /= d;
+          }
+        }
+      }
+    }
+  }
 }
 
 void AdamW::RefloorMomentum(int64_t frozen_t, const std::vector<FloatRange>& ranges) {

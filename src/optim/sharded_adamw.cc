@@ -1,6 +1,7 @@
 // AdamW over owned ranges of the flat buffer (see sharded_adamw.h).
 #include "optim/sharded_adamw.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -38,6 +39,60 @@ void ShardedAdamW::Step(absl::Span<float> params, absl::Span<const float> grads,
     if (len == 0) continue;
     shards_[i]->Step(params.subspan(begin, len), grads.subspan(begin, len), lr, t, grad_scale);
   }
+}
+
+namespace {
+void CheckSize(const char* what, size_t got, size_t want) {
+  if (got != want) {
+    std::fprintf(stderr, "ShardedAdamW::%s: %zu floats, expected %zu\n", what, got, want);
+    std::abort();
+  }
+}
+}  // namespace
+
+void ShardedAdamW::PackGrads(absl::Span<const float> grads, absl::Span<float> packed) const {
+  CheckSize("PackGrads (grads)", grads.size(), full_floats_);
+  CheckSize("PackGrads (packed)", packed.size(), owned_floats_);
+  size_t at = 0;
+  for (const FloatRange& r : ranges_) {
+    std::copy(grads.begin() + r.first, grads.begin() + r.second, packed.begin() + at);
+    at += r.second - r.first;
+  }
+}
+
+void ShardedAdamW::StageParams(absl::Span<const float> params, absl::Span<const float> packed_grads,
+                               absl::Span<float> params_out, float lr, int64_t t,
+                               float grad_scale) const {
+  CheckSize("StageParams (params)", params.size(), full_floats_);
+  CheckSize("StageParams (params_out)", params_out.size(), full_floats_);
+  CheckSize("StageParams (packed grads)", packed_grads.size(), owned_floats_);
+  size_t at = 0;
+  for (size_t i = 0; i < ranges_.size(); ++i) {
+    const size_t begin = ranges_[i].first, len = ranges_[i].second - ranges_[i].first;
+    if (len > 0) {
+      shards_[i]->StageParams(params.subspan(begin, len), packed_grads.subspan(at, len),
+                              params_out.subspan(begin, len), lr, t, grad_scale);
+    }
+    at += len;
+  }
+}
+
+void ShardedAdamW::UpdateMoments(absl::Span<const float> packed_grads, float grad_scale) {
+  CheckSize("UpdateMoments (packed grads)", packed_grads.size(), owned_floats_);
+  size_t at = 0;
+  for (size_t i = 0; i < ranges_.size(); ++i) {
+    const size_t len = ranges_[i].second - ranges_[i].first;
+    if (len > 0) shards_[i]->UpdateMoments(packed_grads.subspan(at, len), grad_scale);
+    at += len;
+  }
+}
+
+int ShardedAdamW::RangeAt(size_t offset) const {
+  auto it = std::upper_bound(ranges_.begin(), ranges_.end(), offset,
+                             [](size_t o, const FloatRange& r) { return o < r.first; });
+  if (it == ranges_.begin()) return -1;
+  --it;
+  return offset < it->second ? static_cast<int>(it - ranges_.begin()) : -1;
 }
 
 }  // namespace rt::optim

@@ -35,6 +35,19 @@ class ShardedAdamW {
   void Step(absl::Span<float> params, absl::Span<const float> grads, float lr, int64_t t,
             float grad_scale = 1.0f);
 
+  // Step in two halves (AdamW::StageParams / UpdateMoments; together Step's bits), with
+  // the gradient of the ranges packed: range after range, owned_floats() floats
+  // (PackGrads). StageParams writes the updated parameters of the ranges into
+  // params_out (full_floats(); elsewhere untouched) and changes nothing of this
+  // optimizer; UpdateMoments then moves the moments on with the same packed gradient.
+  void PackGrads(absl::Span<const float> grads, absl::Span<float> packed) const;
+  void StageParams(absl::Span<const float> params, absl::Span<const float> packed_grads,
+                   absl::Span<float> params_out, float lr, int64_t t, float grad_scale) const;
+  void UpdateMoments(absl::Span<const float> packed_grads, float grad_scale);
+
+  // The index of the range that holds float `offset` of the full buffer, -1 if none.
+  int RangeAt(size_t offset) const;
+
   const std::vector<FloatRange>& ranges() const { return ranges_; }
   size_t full_floats() const { return full_floats_; }
   size_t owned_floats() const { return owned_floats_; }  // the sum of the ranges' lengths

@@ -122,6 +122,30 @@ absl::Status ElasticReducer::CheckParamHash(int64_t step, uint64_t param_hash) {
   return inner_->CheckParamHash(step, param_hash);
 }
 
+absl::StatusOr<double> ElasticReducer::GradSumOfSquares(absl::Span<const float> grads) {
+  if (!inner_) return absl::UnavailableError("no ring: the view changed during the step");
+  return inner_->GradSumOfSquares(grads);
+}
+
+absl::Status ElasticReducer::AllgatherOwned(absl::Span<float> params) {
+  if (!inner_) return absl::UnavailableError("no ring: the view changed during the step");
+  return inner_->AllgatherOwned(params);
+}
+
+absl::StatusOr<collective::PieceExchangeResult> ElasticReducer::ExchangePieces(
+    size_t length, int buffers, const std::vector<collective::FloatRange>& held,
+    const std::vector<collective::FloatRange>& needed, const collective::PieceReader& read,
+    const collective::PieceWriter& write) {
+  if (!inner_) return absl::UnavailableError("no ring: the view changed before the step began");
+  return inner_->ExchangePieces(length, buffers, held, needed, read, write);
+}
+
+void ElasticReducer::StateRewound(int64_t step) {
+  version_ = {view_.epoch, step};
+  service_->SetState(version_);
+  last_step_done_ = step;
+}
+
 uint64_t ElasticReducer::bytes_sent() const {
   return bytes_before_ + (inner_ ? inner_->bytes_sent() : 0);
 }

@@ -99,6 +99,9 @@ struct ElasticOptions {
   // What every view's reducer reports as PreconditionFrom() (the same options build
   // them); known here before the first view exists.
   int64_t precondition_from = -1;
+  // --zero 1: every view's reducer shards the optimizer (RingReducerOptions::
+  // shard_optimizer); known here before the first view exists.
+  bool shard_optimizer = false;
   // Optional (issue 14): told every membership decision; its reports ride on this
   // peer's heartbeats and it reads the cluster from the membership.
   std::shared_ptr<observe::StatusBoard> board;
@@ -145,6 +148,29 @@ class ElasticReducer final : public GradientReducer {
   std::vector<std::pair<size_t, size_t>> DenseSumRanges() const override {
     return inner_ ? inner_->DenseSumRanges() : std::vector<std::pair<size_t, size_t>>();
   }
+  std::vector<std::pair<size_t, size_t>> RefreshedRanges() const override {
+    return inner_ ? inner_->RefreshedRanges() : std::vector<std::pair<size_t, size_t>>();
+  }
+  // ZeRO-1: the view's reducer does the work; without a ring there are no pieces.
+  bool ShardsOptimizer() const override { return options_.shard_optimizer; }
+  std::vector<std::pair<size_t, size_t>> OwnedRanges(size_t length) const override {
+    return inner_ ? inner_->OwnedRanges(length) : GradientReducer::OwnedRanges(length);
+  }
+  std::vector<std::pair<size_t, size_t>> ReplicaRanges(size_t length) const override {
+    return inner_ ? inner_->ReplicaRanges(length) : std::vector<std::pair<size_t, size_t>>();
+  }
+  absl::StatusOr<double> GradSumOfSquares(absl::Span<const float> grads) override;
+  absl::Status AllgatherOwned(absl::Span<float> params) override;
+  absl::StatusOr<std::vector<int64_t>> AllgatherInt64(int64_t mine) override {
+    if (!inner_) return absl::UnavailableError("no ring: the view changed before the step began");
+    return inner_->AllgatherInt64(mine);
+  }
+  // The membership hears of the older state this peer now holds (same epoch).
+  void StateRewound(int64_t step) override;
+  absl::StatusOr<collective::PieceExchangeResult> ExchangePieces(
+      size_t length, int buffers, const std::vector<collective::FloatRange>& held,
+      const std::vector<collective::FloatRange>& needed, const collective::PieceReader& read,
+      const collective::PieceWriter& write) override;
 
   absl::Status AttachState(const TrainStateRef& state, uint64_t loaded_epoch) override;
   absl::StatusOr<BoundaryAction> AtStepBoundary() override;

@@ -31,6 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "collective/piece_exchange.h"
 #include "observe/peer_report.h"
 #include "optim/grad_clip.h"
 #include "train/stop_signals.h"
@@ -123,10 +124,15 @@ class GradientReducer {
   // thread; `offset` is the bucket's position in the whole buffer) before compressing it.
   virtual void SetPreconditioner(std::function<void(absl::Span<float>, size_t offset)> /*fn*/) {}
   // Preconditioned steps: the [begin, end) float ranges of the gradient buffer whose
-  // sum in the last finished step covers every coordinate (exchanged dense or bf16,
-  // or a top-k refresh step; not top-k), sorted and disjoint, the same on every peer; AdamW's
+  // sum in the last finished step covers every coordinate (exchanged dense or bf16;
+  // not top-k), sorted and disjoint, the same on every peer; AdamW's
   // frozen second moment goes on learning there (optim/adamw.h StepPreconditioned). Default: none.
   virtual std::vector<std::pair<size_t, size_t>> DenseSumRanges() const { return {}; }
+  // Preconditioned steps: the ranges whose last sum was a top-k refresh step's exact
+  // gradient (--topk-refresh; AdamW's v learns there but the step stays top-k's:
+  // optim/adamw.h StepPreconditioned `refreshed`). Sorted, disjoint, disjoint from
+  // DenseSumRanges, the same on every peer. Default: none.
+  virtual std::vector<std::pair<size_t, size_t>> RefreshedRanges() const { return {}; }
   // ---- ZeRO stage 1 (RingReducerOptions::shard_optimizer; optim/sharded_adamw.h) ----
   // Whether this peer updates only OwnedRanges of the parameters: Finish then leaves
   // the summed gradient in those ranges only (a reduce-scatter), and the loop applies
@@ -154,6 +160,24 @@ class GradientReducer {
   // Sharded, after the optimizer step: every peer's OwnedRanges of `params` reach every
   // other peer (an allgather), so all replicas hold the whole update. Default: nothing.
   virtual absl::Status AllgatherOwned(absl::Span<float> /*params*/) { return absl::OkStatus(); }
+  // Between steps (after AtStepBoundary, before BeginStep): moves ranges of the
+  // sharded optimizer state from the members that hold them to the members that need
+  // them (collective::ExchangePieces; every member of the ring calls it with the same
+  // length and buffers; see there for held, needed, read, write and the result). Used
+  // when the ring changed (new pieces), at resume and to gather the moments for a
+  // checkpoint. Default (one peer): local copies only; parts not held are lost.
+  virtual absl::StatusOr<collective::PieceExchangeResult> ExchangePieces(
+      size_t length, int buffers, const std::vector<collective::FloatRange>& held,
+      const std::vector<collective::FloatRange>& needed, const collective::PieceReader& read,
+      const collective::PieceWriter& write);
+  // Between steps: every member's `mine`, indexed by ring position (a small
+  // collective; the same vector on every member). Default (one peer): {mine}.
+  virtual absl::StatusOr<std::vector<int64_t>> AllgatherInt64(int64_t mine) {
+    return std::vector<int64_t>{mine};
+  }
+  // The trainer went back to the state of step count `step` (a checkpoint, after state
+  // was lost for good); an elastic ring reports that version from now on.
+  virtual void StateRewound(int64_t /*step*/) {}
   // Payload bytes this peer has sent so far (for metrics).
   virtual uint64_t bytes_sent() const { return 0; }
   // This peer's outgoing links as its last link probe measured them (to HOST:PORT,

@@ -439,14 +439,14 @@ void RingGradientReducer::SetPreconditioner(std::function<void(absl::Span<float>
   if (buckets() != nullptr && buckets_on_ring_) buckets()->SetPreconditioner(std::move(fn));
 }
 
-std::vector<std::pair<size_t, size_t>> RingGradientReducer::DenseSumRanges() const {
+std::vector<std::pair<size_t, size_t>> RingGradientReducer::BucketRangesWhere(
+    const std::function<bool(const std::string& codec_used)>& pick) const {
   std::vector<std::pair<size_t, size_t>> ranges;
   const collective::BucketedReducer* b = buckets();
   if (b == nullptr || last_stats_.buckets.size() != b->buckets().size()) return ranges;
   // Buckets run from the end of the buffer: walk them backwards for ascending ranges.
   for (size_t i = b->buckets().size(); i-- > 0;) {
-    const std::string& used = last_stats_.buckets[i].codec_used;
-    if (used != "none" && used != "bf16" && used != "refresh") continue;
+    if (!pick(last_stats_.buckets[i].codec_used)) continue;
     const collective::BucketedReducer::Bucket& k = b->buckets()[i];
     if (!ranges.empty() && ranges.back().second == k.begin) {
       ranges.back().second = k.end;
@@ -455,6 +455,15 @@ std::vector<std::pair<size_t, size_t>> RingGradientReducer::DenseSumRanges() con
     }
   }
   return ranges;
+}
+
+std::vector<std::pair<size_t, size_t>> RingGradientReducer::DenseSumRanges() const {
+  return BucketRangesWhere(
+      [](const std::string& used) { return used == "none" || used == "bf16"; });
+}
+
+std::vector<std::pair<size_t, size_t>> RingGradientReducer::RefreshedRanges() const {
+  return BucketRangesWhere([](const std::string& used) { return used == "refresh"; });
 }
 
 void RingGradientReducer::StepCompleted(int64_t /*step*/) {
@@ -545,6 +554,47 @@ absl::Status RingGradientReducer::AllgatherOwned(absl::Span<float> params) {
     counted_bytes_ += op.bytes_sent();
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int64_t>> RingGradientReducer::AllgatherInt64(int64_t mine) {
+  if (in_step_) {
+    return absl::FailedPreconditionError("AllgatherInt64 called inside a step (BeginStep..Finish)");
+  }
+  RETURN_IF_ERROR(abort_->status());
+  uint8_t bytes[sizeof(int64_t)];
+  std::memcpy(bytes, &mine, sizeof(mine));
+  absl::StatusOr<std::vector<std::vector<uint8_t>>> all =
+      collective::AllgatherBytes(ring_.get(), absl::MakeConstSpan(bytes), options_.timeout);
+  RETURN_IF_ERROR(all.status());
+  counted_bytes_ += sizeof(bytes) * static_cast<uint64_t>(peers() - 1);
+  std::vector<int64_t> out;
+  for (size_t p = 0; p < all->size(); ++p) {
+    if ((*all)[p].size() != sizeof(int64_t)) {
+      return absl::DataLossError(absl::StrFormat(
+          "ring position %d sent %d bytes for one 64-bit value", p, (*all)[p].size()));
+    }
+    int64_t v;
+    std::memcpy(&v, (*all)[p].data(), sizeof(v));
+    out.push_back(v);
+  }
+  return out;
+}
+
+absl::StatusOr<collective::PieceExchangeResult> RingGradientReducer::ExchangePieces(
+    size_t length, int buffers, const std::vector<collective::FloatRange>& held,
+    const std::vector<collective::FloatRange>& needed, const collective::PieceReader& read,
+    const collective::PieceWriter& write) {
+  if (in_step_) {
+    return absl::FailedPreconditionError("ExchangePieces called inside a step (BeginStep..Finish)");
+  }
+  RETURN_IF_ERROR(abort_->status());
+  collective::PieceExchangeOptions o;
+  o.timeout = options_.timeout;
+  absl::StatusOr<collective::PieceExchangeResult> r =
+      collective::ExchangePieces(ring_.get(), length, buffers, held, needed, read, write, o);
+  RETURN_IF_ERROR(WithContext(r.status(), "moving optimizer state between peers"));
+  counted_bytes_ += r->bytes_sent;
+  return r;
 }
 
 absl::Status RingGradientReducer::AgreeCarriedMeasurements() {

@@ -38,8 +38,8 @@
 //     preconditioned (buckets.precondition_from = W, whatever its codec): the
 //     residuals of all codecs are in the same units, so a re-plan that changes a
 //     bucket's codec loses nothing, and AdamW's v keeps learning on the buckets that
-//     went dense or bf16, and on top-k's refresh steps (--topk-refresh), from every
-//     top-k bucket (DenseSumRanges).
+//     went dense or bf16 (DenseSumRanges), and on top-k's refresh steps
+//     (--topk-refresh), from every top-k bucket (RefreshedRanges).
 // Error feedback residuals live in the bucket exchanges, which survive re-plans,
 // re-formed rings and, through CarriedCommState, the reducers of later views (each
 // peer keeps its own residual; a codec change folds it in). A step that began but was
@@ -185,6 +185,7 @@ class RingGradientReducer final : public GradientReducer {
   int64_t PreconditionFrom() const override { return options_.buckets.precondition_from; }
   void SetPreconditioner(std::function<void(absl::Span<float>, size_t)> fn) override;
   std::vector<std::pair<size_t, size_t>> DenseSumRanges() const override;
+  std::vector<std::pair<size_t, size_t>> RefreshedRanges() const override;
   std::vector<observe::LinkFigure> ProbedLinks() const override { return probed_links_; }
   void StepCompleted(int64_t step) override;
   bool ShardsOptimizer() const override { return options_.shard_optimizer; }
@@ -199,6 +200,12 @@ class RingGradientReducer final : public GradientReducer {
   // allgather of every peer's piece sums.
   absl::StatusOr<double> GradSumOfSquares(absl::Span<const float> grads) override;
   absl::Status AllgatherOwned(absl::Span<float> params) override;
+  absl::StatusOr<std::vector<int64_t>> AllgatherInt64(int64_t mine) override;
+  // collective::ExchangePieces on this ring (between steps only).
+  absl::StatusOr<collective::PieceExchangeResult> ExchangePieces(
+      size_t length, int buffers, const std::vector<collective::FloatRange>& held,
+      const std::vector<collective::FloatRange>& needed, const collective::PieceReader& read,
+      const collective::PieceWriter& write) override;
 
   // Statistics of the last finished step (buckets, bytes, wait).
   const collective::ReduceStepStats& last_stats() const { return last_stats_; }
@@ -207,6 +214,10 @@ class RingGradientReducer final : public GradientReducer {
   // Sharded: sends the summed gradient of this peer's pieces to the successor and
   // receives the predecessor's into place (one message per piece, in buffer order).
   absl::Status ForwardOwnedSums(absl::Span<float> grads);
+  // The buckets of the last finished step whose codec_used passes `pick`, as merged,
+  // ascending ranges of the buffer.
+  std::vector<std::pair<size_t, size_t>> BucketRangesWhere(
+      const std::function<bool(const std::string& codec_used)>& pick) const;
   bool ProbeDue(int64_t step) const;
   absl::Status Probe();
   absl::Status PlanCodecs();

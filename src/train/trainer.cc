@@ -113,14 +113,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
   t->grads_.Resize(layout.total_floats());
   const bool sharded = t->reducer_->ShardsOptimizer();
   if (sharded) {
-    // --zero 1: the moments of this peer's pieces are made at the first step (the
-    // pieces are known after BeginStep), so only the parameters are shared state here.
-    // Not built yet: sharded checkpoints, resume, and moving the moments when the ring
-    // changes (issue 16).
-    if (!config.ckpt_dir.empty()) {
-      return absl::UnimplementedError(
-          "--zero 1 with --ckpt-dir: sharded checkpoints are not built yet (issue 16)");
-    }
+    // --zero 1: the moments of this peer's pieces are made before its first step, when
+    // the ring (and so its pieces) is known (trainer_zero.cc), so only the parameters
+    // are shared state here.
     if (t->reducer_->PreconditionFrom() >= 0) {
       return absl::InvalidArgumentError("--zero 1 works with --compress none or bf16 only");
     }
@@ -215,8 +210,20 @@ absl::Status Trainer::InitOrResume() {
                field("model.precision"), model::PrecisionName(config_.precision));
   }
   RETURN_IF_ERROR(ReadFloatSection(*latest, "params", params_.span()));
-  RETURN_IF_ERROR(ReadFloatSection(*latest, "adam_m", adam_->m()));
-  RETURN_IF_ERROR(ReadFloatSection(*latest, "adam_v", adam_->v()));
+  if (adam_ != nullptr) {
+    RETURN_IF_ERROR(ReadFloatSection(*latest, "adam_m", adam_->m()));
+    RETURN_IF_ERROR(ReadFloatSection(*latest, "adam_v", adam_->v()));
+  } else {
+    // --zero 1: this peer's pieces of the moments are read when the ring is known.
+    for (const char* name : {"adam_m", "adam_v"}) {
+      if (latest->SectionBytes(name) != params_.bytes()) {
+        return absl::DataLossError(absl::StrFormat("%s: section %s has %d bytes, expected %d",
+                                                   latest->path(), name, latest->SectionBytes(name),
+                                                   params_.bytes()));
+      }
+    }
+    resumed_checkpoint_ = *latest;
+  }
   step_ = latest->meta().step;
   loaded_epoch_ = latest->meta().epoch;
   tokens_seen_ = step_ * static_cast<int64_t>(sampler_->slots()) * gpt_->config().seq_len;
@@ -241,6 +248,12 @@ absl::Status Trainer::Run() {
     ASSIGN_OR_RETURN(BoundaryAction action, reducer_->AtStepBoundary());
     tokens_seen_ = step_ * static_cast<int64_t>(sampler_->slots()) * mc.seq_len;
     if (action == BoundaryAction::kStop) {
+      if (reducer_->ShardsOptimizer()) {
+        // Outside a ring this peer holds only its pieces of the optimizer state: the
+        // ring's checkpoints (and its members) keep the state.
+        LogInfo("stopping cleanly at step %d (--zero 1: no checkpoint outside a ring)", step_);
+        return absl::OkStatus();
+      }
       LogInfo("stopping cleanly at step %d", step_);
       return CheckpointOrCarryOn(/*final=*/true);  // finishes a background write first
     }
@@ -273,8 +286,19 @@ absl::Status Trainer::Run() {
     m.ckpt_failures = ckpt_failures_;
     RETURN_IF_ERROR(ReportStep(m));
 
-    if (!config_.ckpt_dir.empty() &&
-        ((config_.ckpt_every > 0 && step_ % config_.ckpt_every == 0) || last || stop)) {
+    const bool ckpt_moment = IsCheckpointMoment(last, stop);
+    if (ckpt_moment && reducer_->ShardsOptimizer()) {
+      // Every member takes part; the writers receive the whole moments.
+      const bool need = !config_.ckpt_dir.empty() && reducer_->WritesCheckpoints() &&
+                        last_checkpoint_step_ != step_;
+      absl::Status gathered = GatherMomentsForCheckpoint(need);
+      if (absl::IsInternal(gathered)) return gathered;
+      if (!gathered.ok()) {
+        // The ring broke: the next step notices it too and the cluster re-forms.
+        RETURN_IF_ERROR(CarryOn(step_, gathered, /*final=*/last || stop));
+      }
+    }
+    if (!config_.ckpt_dir.empty() && ckpt_moment) {
       if (last || stop) {
         // The run ends here: this one is written now (after a background write in flight),
         // and its failure is the run's error.
@@ -334,6 +358,9 @@ absl::Status Trainer::ReportStep(const StepMetrics& step_metrics) {
 }
 
 absl::Status Trainer::TrainStep(StepMetrics* metrics) {
+  // --zero 1: this peer's optimizer pieces first, when the ring changed (trainer_zero.cc;
+  // may take the ring back to a checkpoint, so before anything reads the step).
+  if (reducer_->ShardsOptimizer()) RETURN_IF_ERROR(SettleShardedState());
   Stopwatch step_watch;
   const uint64_t bytes_before = reducer_->bytes_sent();
   const int T = gpt_->config().seq_len;
@@ -443,6 +470,8 @@ absl::Status Trainer::TrainStep(StepMetrics* metrics) {
   Stopwatch ckpt_wait_watch;
   FinishBackgroundCheckpoint();
   const double ckpt_wait_ms = ckpt_wait_watch.ElapsedMs();
+  ckpt_m_.Resize(0);  // --zero 1: moments gathered for a checkpoint, now written
+  ckpt_v_.Resize(0);
   Stopwatch update_watch;
   ASSIGN_OR_RETURN(const double grad_sum_of_squares, reducer_->GradSumOfSquares(grads_.span()));
   const double grad_norm = std::sqrt(grad_sum_of_squares);
@@ -453,35 +482,12 @@ absl::Status Trainer::TrainStep(StepMetrics* metrics) {
   }
   if (reducer_->ShardsOptimizer()) {
     // ZeRO-1: this peer updates its pieces, then every peer's pieces go around.
-    const std::vector<optim::FloatRange> owned = reducer_->OwnedRanges(params_.size());
-    const std::vector<optim::FloatRange> replica = reducer_->ReplicaRanges(params_.size());
-    if (sharded_adam_ == nullptr) {
-      sharded_adam_ = std::make_unique<optim::ShardedAdamW>(config_.adamw, params_.size(), owned,
-                                                            gpt_->layout().DecayRanges());
-      if (!replica.empty()) {
-        replica_adam_ = std::make_unique<optim::ShardedAdamW>(
-            config_.adamw, params_.size(), replica, gpt_->layout().DecayRanges());
-      }
-    } else if (sharded_adam_->ranges() != owned ||
-               (replica_adam_ ? replica_adam_->ranges() : std::vector<optim::FloatRange>()) !=
-                   replica) {
-      return absl::UnimplementedError(absl::StrFormat(
-          "step %d: --zero 1: this peer's pieces of the optimizer state moved (the ring "
-          "changed); moving sharded moments is not built yet",
-          step_ + 1));
-    }
-    const float clip_scale = optim::ClipScale(grad_norm, config_.clip);
-    sharded_adam_->Step(params_.span(), grads_.span(), lr, step_ + 1, clip_scale);
-    // The replica's parameter updates are the owner's bits; the allgather brings those.
-    if (replica_adam_) {
-      replica_adam_->Step(params_.span(), grads_.span(), lr, step_ + 1, clip_scale);
-    }
-    RETURN_IF_ERROR(reducer_->AllgatherOwned(params_.span()));
+    RETURN_IF_ERROR(ShardedUpdate(lr, optim::ClipScale(grad_norm, config_.clip)));
   } else if (precondition_from_ >= 0 && step_ >= precondition_from_) {
-    // v goes on learning where the sum was dense (auto's none/bf16 buckets, top-k's
-    // refresh steps).
+    // v goes on learning where the sum was exact (auto's none/bf16 buckets: Adam's
+    // step there; top-k's refresh steps: top-k's step).
     adam_->StepPreconditioned(params_.span(), grads_.span(), lr, step_ + 1, precondition_from_,
-                              reducer_->DenseSumRanges());
+                              reducer_->DenseSumRanges(), reducer_->RefreshedRanges());
   } else {
     const float clip_scale = optim::ClipScale(grad_norm, config_.clip);
     adam_->Step(params_.span(), grads_.span(), lr, step_ + 1, clip_scale);

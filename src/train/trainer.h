@@ -21,6 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "ckpt/checkpoint.h"
 #include "core/aligned_buffer.h"
 #include "data/batch_sampler.h"
 #include "data/token_dataset.h"
@@ -94,6 +95,45 @@ class Trainer {
   // CheckpointOrCarryOn does for a non-final one (never an error). Called before
   // anything writes params or moments: the optimizer step and a state replacement.
   void FinishBackgroundCheckpoint();
+  // ---- ZeRO-1 (--zero 1; trainer_zero.cc) ----
+  // Before a step: settles a step whose update did not reach this peer (kept if the
+  // ring resumed after it, dropped if before), then makes this peer's optimizers match
+  // the pieces of the current ring, moving them from the members that hold them
+  // (GradientReducer::ExchangePieces) when the ring changed, at the first step, or
+  // after a resume. An error fails the step (redone in the next view); state lost for
+  // good (two ring neighbours gone at once) takes the ring back to the newest checkpoint
+  // a member holds (RewindToNewestCheckpoint).
+  absl::Status SettleShardedState();
+  // The optimizer step of a sharded ring, undoable until the updated parameters have
+  // reached this peer: stages the new parameters of its pieces in grads_, allgathers
+  // them there, and only then moves the moments on and copies grads_ into params_. If
+  // the allgather fails, params and moments are untouched and `pending_` keeps what
+  // finishes the step should the ring resume after it (SettleShardedState).
+  absl::Status ShardedUpdate(float lr, float clip_scale);
+  // SettleShardedState found pieces nobody holds: every member goes back to the newest
+  // checkpoint any member holds (parameters and moments sent from its holders), logged;
+  // Internal if there is none.
+  absl::Status RewindToNewestCheckpoint(const std::vector<optim::FloatRange>& lost);
+  // `range` of a float section of a checkpoint opened (and verified) earlier, into
+  // *scratch; a file that changed since aborts with the reason (the ring would
+  // otherwise receive wrong values).
+  static absl::Span<const float> ReadFromCheckpoint(const ckpt::Checkpoint& from,
+                                                    const char* section, optim::FloatRange range,
+                                                    std::vector<float>* scratch);
+  // At a checkpoint moment every member of a sharded ring takes part; a member that
+  // writes (`need`) receives the whole moments into ckpt_m_/ckpt_v_.
+  absl::Status GatherMomentsForCheckpoint(bool need);
+  // Whether this step count is a checkpoint moment of the ring (--ckpt-every, or the end).
+  bool IsCheckpointMoment(bool last, bool stop) const;
+  // This peer's held ranges of the moments (valid at step_), in order.
+  std::vector<optim::FloatRange> HeldMomentRanges() const;
+  // The moment floats [range) of buffer b (0 = m, 1 = v) this peer holds (live
+  // optimizers, the resumed checkpoint, or zeros at step 0).
+  absl::Span<const float> ReadHeldMoments(int b, optim::FloatRange range);
+
+  // The epoch a checkpoint of this peer carries: the view's, or the resumed
+  // checkpoint's if that is newer (a ring's checkpoint resumed by one peer alone).
+  uint64_t CheckpointEpoch() const;
   // SaveTrainCheckpoint of the current buffers as step `step` (any thread).
   absl::Status WriteCheckpoint(int64_t step, uint64_t epoch) const;
   // A finished write of `step`: the status board hears of it; success advances
@@ -125,6 +165,26 @@ class Trainer {
   // --zero 1: the second copy of the predecessor's pieces' state (ReplicaRanges),
   // stepped like its owner's; null alone.
   std::unique_ptr<optim::ShardedAdamW> replica_adam_;
+  // --zero 1: a step whose update did not reach this peer (ShardedUpdate): the step
+  // count it completes (-1 = none), its clipping scale and the packed gradients of the
+  // owned and replica pieces it would move the moments on with.
+  struct PendingShardedStep {
+    int64_t step = -1;
+    float grad_scale = 1.0f;
+    AlignedBuffer<float> owned, replica;
+  };
+  PendingShardedStep pending_;
+  // --zero 1: the step count at which the optimizers' moments are valid (-1: they are
+  // not; a state fetched from another peer has none), and the view epoch whose pieces
+  // they hold.
+  int64_t moments_step_ = -1;
+  uint64_t sharded_epoch_ = 0;
+  // --zero 1 resumed from a checkpoint: its full moments are read from disk on demand
+  // (only the pieces this peer needs are ever in memory).
+  std::optional<ckpt::Checkpoint> resumed_checkpoint_;
+  // --zero 1 writers: the whole moments gathered for the checkpoint being written.
+  AlignedBuffer<float> ckpt_m_, ckpt_v_;
+  std::vector<float> read_scratch_[2];  // ReadHeldMoments' disk reads and zeros
   // First step whose update is preconditioned (top-k; GradientReducer::PreconditionFrom),
   // -1 = never. AdamW's second moment is frozen as it was after this many steps.
   int64_t precondition_from_ = -1;

@@ -14,11 +14,26 @@
 namespace rt::train {
 
 absl::Status Trainer::WriteCheckpoint(int64_t step, uint64_t epoch) const {
+  // --zero 1: the moments gathered from their owners for this checkpoint.
+  const bool sharded = adam_ == nullptr;
+  if (sharded && ckpt_m_.size() != params_.size()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "no checkpoint of step %d: with --zero 1 this peer holds only its pieces of the "
+        "optimizer state, and they were not gathered (no ring)",
+        step));
+  }
   return SaveTrainCheckpoint(
       config_.ckpt_dir, step, epoch,
       TrainMetaFields(config_, gpt_->config(), sampler_->slots(), train_data_->fingerprint(),
                       train_data_->eot_id(), train_data_->manifest().license),
-      params_.span(), adam_->m(), adam_->v(), tokenizer_model_, config_.ckpt_keep);
+      params_.span(), sharded ? ckpt_m_.span() : adam_->m(), sharded ? ckpt_v_.span() : adam_->v(),
+      tokenizer_model_, config_.ckpt_keep);
+}
+
+uint64_t Trainer::CheckpointEpoch() const {
+  // A ring's epochs start above the resumed checkpoint's; a peer alone has epoch 0,
+  // and must not look like a stale writer beside the ring checkpoint it resumed from.
+  return std::max(reducer_->epoch(), loaded_epoch_);
 }
 
 absl::Status Trainer::SaveCheckpoint() {
@@ -26,7 +41,7 @@ absl::Status Trainer::SaveCheckpoint() {
   if (config_.ckpt_dir.empty() || last_checkpoint_step_ == step_) return absl::OkStatus();
   if (!reducer_->WritesCheckpoints()) return absl::OkStatus();  // the leader (+ a copy) writes
   Stopwatch watch;
-  const absl::Status saved = WriteCheckpoint(step_, reducer_->epoch());
+  const absl::Status saved = WriteCheckpoint(step_, CheckpointEpoch());
   RecordCheckpoint(step_, saved, watch.ElapsedMs(), /*background=*/false);
   return saved;
 }
@@ -34,13 +49,13 @@ absl::Status Trainer::SaveCheckpoint() {
 void Trainer::RecordCheckpoint(int64_t step, const absl::Status& s, double write_ms,
                                bool background) {
   if (board_ && !absl::IsAlreadyExists(s)) {  // AlreadyExists: another writer was first
-    board_->OnCheckpoint(step, reducer_->epoch(), config_.ckpt_dir,
+    board_->OnCheckpoint(step, CheckpointEpoch(), config_.ckpt_dir,
                          s.ok() ? "" : std::string(s.message()));
   }
   if (!s.ok()) return;
   last_checkpoint_step_ = std::max(last_checkpoint_step_, step);
   good_checkpoint_step_ = std::max(good_checkpoint_step_, step);
-  LogInfo("checkpoint step %d (epoch %d) written to %s in %.0f ms%s", step, reducer_->epoch(),
+  LogInfo("checkpoint step %d (epoch %d) written to %s in %.0f ms%s", step, CheckpointEpoch(),
           config_.ckpt_dir, write_ms, background ? ", beside training" : "");
 }
 
@@ -50,7 +65,7 @@ void Trainer::StartBackgroundCheckpoint() {
   // The writer gets the step and epoch by value; the buffers it reads are written only
   // by the optimizer step and a state replacement, and both wait for it first.
   const int64_t step = step_;
-  const uint64_t epoch = reducer_->epoch();
+  const uint64_t epoch = CheckpointEpoch();
   std::optional<BackgroundCheckpoint::Result> earlier =
       ckpt_writer_.Start(step, [this, step, epoch] { return WriteCheckpoint(step, epoch); });
   if (earlier) AccountCheckpoint(*earlier);

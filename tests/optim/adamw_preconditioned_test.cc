@@ -243,9 +243,10 @@ TEST_CASE(
 
 TEST_CASE("refresh steps let v learn and keep top-k's momentum in floored units") {
   // Fixed top-k with --topk-refresh: preconditioned steps with v frozen, and every few
-  // steps one whose sum is dense and exact (refreshed): v learns, the coordinate takes
-  // Adam's step, and m goes back to the floored units of the next top-k steps. The
-  // reference keeps Adam's momentum M in gradient units and the current v in double.
+  // steps one whose sum is dense and exact (refreshed): the coordinate takes top-k's
+  // floored step, then v learns from the exact gradient and m moves into the units of
+  // the new (floored) denominators. The reference keeps Adam's momentum M in gradient
+  // units and the current v in double: every step moves p by M / d(current v).
   const size_t n = AdamW::kPreconditionBlock + 300;
   AdamWConfig c;
   c.weight_decay = 0.1f;
@@ -284,20 +285,16 @@ TEST_CASE("refresh steps let v learn and keep top-k's momentum in floored units"
     std::vector<float> pre = g;
     opt.Precondition(absl::MakeSpan(pre), 0, frozen_t);
     opt.StepPreconditioned(absl::MakeSpan(p), absl::MakeSpan(pre), static_cast<float>(lr), t,
-                           frozen_t, refresh ? all : std::vector<FloatRange>{});
+                           frozen_t, {}, refresh ? all : std::vector<FloatRange>{});
     const std::vector<double> d = ReferenceDenominators(rv, c, frozen_t);  // what was sent
     const double step_size = lr / (1 - std::pow(c.beta1, t));
     for (size_t i = 0; i < n; ++i) {
       if (i < 1000) rp[i] -= lr * c.weight_decay * rp[i];
-      if (refresh) {
-        rv[i] = c.beta2 * rv[i] + (1 - c.beta2) * bc2 * static_cast<double>(g[i]) * g[i];
-        rM[i] = c.beta1 * rM[i] + (1 - c.beta1) * g[i];
-        rp[i] -= step_size * rM[i] / (std::sqrt(rv[i] / bc2) + c.eps);
-      } else {
-        // Top-k's step in floored units: M / d and g / d with the current v's d.
-        rM[i] = c.beta1 * rM[i] + (1 - c.beta1) * g[i];
-        rp[i] -= step_size * rM[i] / d[i];
-      }
+      // Top-k's step in floored units: M / d and g / d with the current v's d.
+      rM[i] = c.beta1 * rM[i] + (1 - c.beta1) * g[i];
+      rp[i] -= step_size * rM[i] / d[i];
+      // A refresh: then v learns from the exact gradient.
+      if (refresh) rv[i] = c.beta2 * rv[i] + (1 - c.beta2) * bc2 * static_cast<double>(g[i]) * g[i];
     }
   }
   double max_diff = 0, max_quiet = 0, max_v = 0, moved = 0;

@@ -120,6 +120,31 @@ TEST_CASE("AdamW on two shards equals AdamW on the whole buffer, bit for bit") {
   CHECK(p == q);
 }
 
+TEST_CASE("StageParams then UpdateMoments give Step's bits -- staging changes nothing else") {
+  // ZeRO-1's undoable step (train/trainer_zero.cc): the new parameters first, into
+  // another buffer; the moments only once the ring has them.
+  const size_t n = 40000;
+  std::vector<FloatRange> ranges = {{100, 25000}, {30000, 39000}};
+  AdamW whole(AdamWConfig{}, n, ranges), split(AdamWConfig{}, n, ranges);
+  std::vector<float> p = GaussianVector(n, 11, 1.0f), q = p;
+  for (int64_t t = 1; t <= 4; ++t) {
+    const std::vector<float> g = GaussianVector(n, 70 + t, 0.1f);
+    const float scale = t == 3 ? 0.37f : 1.0f;  // a clipped step among them
+    whole.Step(absl::MakeSpan(p), g, 1e-3f, t, scale);
+    std::vector<float> staged(n, -1.0f);
+    const std::vector<float> m_before(split.m().begin(), split.m().end());
+    const std::vector<float> q_before = q;
+    split.StageParams(q, g, absl::MakeSpan(staged), 1e-3f, t, scale);
+    CHECK(q == q_before);  // staging writes only params_out
+    CHECK(std::equal(m_before.begin(), m_before.end(), split.m().begin()));
+    split.UpdateMoments(g, scale);
+    q.swap(staged);
+    CHECK(q == p);
+  }
+  CHECK(std::equal(whole.m().begin(), whole.m().end(), split.m().begin()));
+  CHECK(std::equal(whole.v().begin(), whole.v().end(), split.v().begin()));
+}
+
 TEST_CASE("AdamW gives the same bits with 1 and 2 threads") {
   const size_t n = 100000;
   std::vector<FloatRange> ranges = {{0, 60000}};
