@@ -10,6 +10,7 @@
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "cli/common_flags.h"
@@ -146,6 +147,7 @@ int RunPlan(const std::vector<std::string>& positional) {
   in.link_bps = absl::GetFlag(FLAGS_link_mbps) * 1e6 / 8;
   in.rtt_s = absl::GetFlag(FLAGS_rtt_ms) * 1e-3;
   in.compress = absl::GetFlag(FLAGS_compress);
+  in.zero = absl::GetFlag(FLAGS_zero);
   if (in.options.max_batch < 1) {
     std::fprintf(stderr, "ringtrain plan: --batch must be >= 1, got %d\n", in.options.max_batch);
     return 2;
@@ -205,39 +207,81 @@ int RunPlan(const std::vector<std::string>& positional) {
   absl::PrintF("step      %d peers x batch %d x accum %d x %d tokens = %lld tokens\n", in.peers,
                in.options.max_batch, in.accum, in.config.seq_len,
                static_cast<long long>(p.tokens_per_step));
-  absl::PrintF("\nmemory per peer\n");
-  absl::PrintF("  parameters (fp32)        %10s\n", Gb(p.params));
-  absl::PrintF("  gradients (fp32)         %10s\n", Gb(p.grads));
-  absl::PrintF("  AdamW moments (fp32 x2)  %10s\n", Gb(p.adam));
-  if (p.bf16_weights > 0) absl::PrintF("  bf16 weight copy         %10s\n", Gb(p.bf16_weights));
-  if (p.residual > 0) absl::PrintF("  codec residual           %10s\n", Gb(p.residual));
-  absl::PrintF("  activations (batch %3d)  %10s\n", in.options.max_batch, Gb(p.activations));
-  absl::PrintF("  reserve (OS, cache)      %10s\n", Gb(p.reserve));
-  absl::PrintF("  total                    %10s of %s: %s\n", Gb(p.total), Gb(in.ram_bytes),
-               p.fits ? "fits" : "DOES NOT FIT");
+  if (p.sharded) {
+    absl::PrintF("\nmemory per peer (--zero 1: AdamW moments sharded over %d peers)\n", in.peers);
+  } else {
+    absl::PrintF("\nmemory per peer%s\n",
+                 in.zero == 1 ? " (--zero 1 on one peer is --zero 0: nothing to shard)" : "");
+  }
+  auto line = [](const std::string& what, double bytes) {
+    absl::PrintF("  %-25s%10s\n", what, Gb(bytes));
+  };
+  line("parameters (fp32)", p.params);
+  line(p.sharded ? "gradients (fp32, full)" : "gradients (fp32)", p.grads);
+  if (p.sharded) {
+    line(absl::StrFormat("AdamW moments, own 1/%d", in.peers), p.adam);
+    line("AdamW moments, replica", p.adam_replica);
+    line("commit staging", p.commit_staging);
+  } else {
+    line("AdamW moments (fp32 x2)", p.adam);
+  }
+  if (p.bf16_weights > 0) line("bf16 weight copy", p.bf16_weights);
+  if (p.residual > 0) line("codec residual", p.residual);
+  line(absl::StrFormat("activations (batch %d)", in.options.max_batch), p.activations);
+  line("reserve (OS, cache)", p.reserve);
+  if (!p.sharded) {
+    absl::PrintF("  %-25s%10s of %s: %s\n", "total", Gb(p.total), Gb(in.ram_bytes),
+                 p.fits ? "fits" : "DOES NOT FIT");
+  } else {
+    absl::PrintF("  %-25s%10s of %s while training: %s\n", "total", Gb(p.total), Gb(in.ram_bytes),
+                 p.total <= in.ram_bytes ? "fits" : "DOES NOT FIT");
+    absl::PrintF("  leader at a checkpoint: +%s = %s: %s\n", Gb(p.leader_checkpoint),
+                 Gb(p.leader_total), p.fits ? "fits" : "DOES NOT FIT");
+    absl::PrintF(
+        "  (the leader and its successor gather the full moments to write a checkpoint; any\n"
+        "  peer may become leader, so every peer must have room for this)\n");
+  }
+  // What else would save memory: --recompute, and --zero 1 on a ring.
+  std::vector<std::string> savers;
+  if (!in.options.recompute) savers.push_back("--recompute");
+  if (in.zero == 0 && in.peers >= 2) savers.push_back("--zero 1");
   if (p.max_batch_that_fits == 0) {
-    absl::PrintF("  even --batch 1 does not fit%s\n",
-                 in.options.recompute ? "" : "; try --recompute or a smaller model");
+    savers.push_back("a smaller model");
+    const std::string last = savers.back();
+    savers.pop_back();
+    absl::PrintF("  even --batch 1 does not fit; try %s%s\n",
+                 savers.empty() ? "" : absl::StrCat(absl::StrJoin(savers, ", "), " or "), last);
   } else {
     absl::PrintF("  largest --batch that fits: %d%s\n", p.max_batch_that_fits,
-                 !p.fits && !in.options.recompute ? " (or add --recompute)" : "");
+                 !p.fits && !savers.empty()
+                     ? absl::StrCat(" (or add ", absl::StrJoin(savers, " or "), ")")
+                     : "");
   }
 
   absl::PrintF("\ncommunication per step (ring of %d, %.0f Mbit/s, %.2f ms RTT)\n", in.peers,
                absl::GetFlag(FLAGS_link_mbps), absl::GetFlag(FLAGS_rtt_ms));
+  if (p.sharded) {
+    absl::PrintF(
+        "  --zero 1: reduce-scatter of the gradients during backward; after the update the\n"
+        "  allgather of the fp32 parameters and the replica forward (top-k and auto refused)\n");
+  }
   const bool timed = !p.peer_gflops.empty();
   if (timed) {
     absl::PrintF("  compute %.2f s per step (balanced); last backward %.2f s hides communication\n",
                  p.compute_s, p.backward_s);
   }
-  absl::PrintF("  %-12s %12s %10s %s\n", "codec", "wire bytes", "seconds", timed ? "hidden" : "");
+  absl::PrintF("  %-12s %12s %10s%s %s\n", "codec", "wire bytes", "seconds",
+               p.sharded ? "  after update" : "", timed ? "hidden" : "");
   std::vector<std::string> codec_json;
   for (const train::CodecEstimate& e : p.codecs) {
-    absl::PrintF("  %-12s %12s %10.3f %s\n", e.codec, Gb(e.wire_bytes), e.seconds,
+    const std::string after =
+        p.sharded ? absl::StrFormat(" %13.3f", e.seconds - e.backward_seconds) : "";
+    absl::PrintF("  %-12s %12s %10.3f%s %s\n", e.codec, Gb(e.wire_bytes), e.seconds, after,
                  timed ? (e.hides ? "yes" : "no") : "");
-    codec_json.push_back(
-        absl::StrFormat("{\"codec\":\"%s\",\"wire_bytes\":%.0f,\"seconds\":%.6f,\"hides\":%s}",
-                        e.codec, e.wire_bytes, e.seconds, e.hides ? "true" : "false"));
+    codec_json.push_back(absl::StrFormat(
+        "{\"codec\":\"%s\",\"wire_bytes\":%.0f,\"seconds\":%.6f,\"backward_seconds\":%.6f,"
+        "\"hides\":%s}",
+        e.codec, e.wire_bytes, e.seconds, e.backward_seconds, e.hides ? "true" : "false"));
   }
   absl::PrintF("  suggested --compress %s\n", p.recommended_codec);
   if (timed) PrintStepTime(p);
@@ -245,13 +289,16 @@ int RunPlan(const std::vector<std::string>& positional) {
       train_tokens > 0 ? PrintRunCost(p, in.peers, train_tokens, gpus, gpu_file) : "";
 
   absl::PrintF(
-      "{\"params\":%zu,\"flops_per_token\":%.0f,\"tokens_per_step\":%lld,\"memory_bytes\":%.0f,"
-      "\"activation_bytes\":%.0f,\"ram_bytes\":%.0f,\"fits\":%s,\"max_batch\":%d,"
+      "{\"params\":%zu,\"flops_per_token\":%.0f,\"tokens_per_step\":%lld,\"zero\":%d,"
+      "\"sharded\":%s,\"memory_bytes\":%.0f,\"leader_checkpoint_bytes\":%.0f,"
+      "\"leader_memory_bytes\":%.0f,\"activation_bytes\":%.0f,\"ram_bytes\":%.0f,\"fits\":%s,\"max_"
+      "batch\":%d,"
       "\"compute_s\":%.6f,\"codecs\":[%s],\"suggested_compress\":\"%s\",\"peer_gflops\":[%s],"
       "\"equal_slots\":[%s],\"balanced_slots\":[%s],\"equal_step_s\":%.6f,"
       "\"balanced_step_s\":%.6f,\"equal_tokens_per_s\":%.1f,\"balanced_tokens_per_s\":%.1f%s}\n",
-      p.n_params, p.flops_per_token, static_cast<long long>(p.tokens_per_step), p.total,
-      p.activations, in.ram_bytes, p.fits ? "true" : "false", p.max_batch_that_fits, p.compute_s,
+      p.n_params, p.flops_per_token, static_cast<long long>(p.tokens_per_step), in.zero,
+      p.sharded ? "true" : "false", p.total, p.leader_checkpoint, p.leader_total, p.activations,
+      in.ram_bytes, p.fits ? "true" : "false", p.max_batch_that_fits, p.compute_s,
       absl::StrJoin(codec_json, ","), p.recommended_codec, absl::StrJoin(p.peer_gflops, ","),
       absl::StrJoin(p.equal_shares, ","), absl::StrJoin(p.balanced_shares, ","), p.equal_step_s,
       p.balanced_step_s, p.equal_tokens_per_s, p.balanced_tokens_per_s, cost_json);
@@ -260,8 +307,9 @@ int RunPlan(const std::vector<std::string>& positional) {
 
 std::vector<std::string> PlanFlags() {
   std::vector<std::string> flags = ModelFlagNames();
-  for (const char* f : {"vocab", "compress", "peers", "ram_gb", "reserve_gb", "gflops", "max_skew",
-                        "link_mbps", "rtt_ms", "train_tokens", "price_per_hour", "gpu_prices"}) {
+  for (const char* f :
+       {"vocab", "compress", "zero", "peers", "ram_gb", "reserve_gb", "gflops", "max_skew",
+        "link_mbps", "rtt_ms", "train_tokens", "price_per_hour", "gpu_prices"}) {
     flags.emplace_back(f);
   }
   return flags;
@@ -273,6 +321,7 @@ const Subcommand& PlanSubcommand() {
   static const Subcommand sub{
       "plan", "Memory per peer and predicted step time of a model on N peers",
       "ringtrain plan [model flags] [--vocab V] --peers N [--ram-gb 32] [--gflops G|G1,G2,...]\n"
+      "               [--zero 0|1]\n"
       "               [--max-skew 8] [--link-mbps 1000] [--rtt-ms 0.5] [--compress ...]\n"
       "               [--train-tokens 2B --price-per-hour P [--gpu-prices FILE]]\n"
       "Prints memory per peer (exact for what ringtrain allocates), the largest --batch that\n"
@@ -282,7 +331,10 @@ const Subcommand& PlanSubcommand() {
       "peer's share of the global batch (batch x accum x peers sequences) split equally and\n"
       "by speed as `train --balance on` does, with the step time of both. --train-tokens\n"
       "adds the run's time, tokens per day and cost (--price-per-hour per peer), and\n"
-      "--gpu-prices FILE the same tokens on one rented GPU of each offer in FILE.",
+      "--gpu-prices FILE the same tokens on one rented GPU of each offer in FILE. --zero 1\n"
+      "plans sharded optimizer state (issue 16; train's --zero 1 is being built): the\n"
+      "moments of 1/N of the parameters, a replica of the predecessor's, their gradient\n"
+      "staging, and a checkpoint writer's full moments; --compress none or bf16 only.",
       PlanFlags(), &RunPlan};
   return sub;
 }

@@ -4,11 +4,13 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "collective/codec_spec.h"
 #include "core/status_macros.h"
 #include "train/slot_balancer.h"
 
@@ -29,6 +31,32 @@ double TopkRingBytes(double n, double density, int peers) {
   return (peers - 1) * density * n * kBytesPerEntry;
 }
 
+// --zero 1, wire bytes per peer per step: the reduce-scatter of n values of
+// `bytes_per`, during backward.
+double ReduceScatterBytes(double n, double bytes_per, int peers) {
+  if (peers <= 1) return 0;
+  return static_cast<double>(peers - 1) / peers * n * bytes_per;
+}
+
+// --zero 1, after the optimizer step: the allgather of the updated fp32 parameters
+// plus the replica forward (this peer's pieces' summed fp32 gradient to its successor).
+double AfterUpdateBytes(double n, int peers) {
+  if (peers <= 1) return 0;
+  return static_cast<double>(peers - 1) / peers * n * 4 + 4 * n / peers;
+}
+
+// --compress as train accepts it; with --zero 1 only the dense codecs.
+absl::Status CheckCompress(const std::string& compress, int zero) {
+  if (zero == 1 && (compress == "auto" || absl::StartsWith(compress, "topk"))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--zero 1 works with --compress none or bf16, not ", compress,
+        ": each peer's pieces are summed by a reduce-scatter, and a reduce-scatter cannot "
+        "carry sparse sums (top-k's, which auto may pick, reach every peer whole)"));
+  }
+  if (compress == "auto") return absl::OkStatus();
+  return collective::ParseCodecSpec(compress).status();  // its errors name --compress
+}
+
 }  // namespace
 
 absl::StatusOr<RunPlan> PlanRun(const RunPlanInputs& in) {
@@ -46,6 +74,11 @@ absl::StatusOr<RunPlan> PlanRun(const RunPlanInputs& in) {
   for (double g : in.gflops) {
     if (!(g > 0)) return absl::InvalidArgumentError("--gflops values must be positive");
   }
+  if (in.zero != 0 && in.zero != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--zero must be 0 (every peer holds all optimizer state) or 1 (sharded), got ", in.zero));
+  }
+  RETURN_IF_ERROR(CheckCompress(in.compress, in.zero));
 
   RunPlan p;
   const model::ParamLayout layout(in.config);
@@ -54,24 +87,32 @@ absl::StatusOr<RunPlan> PlanRun(const RunPlanInputs& in) {
   p.flop_params = layout.flop_params();
   const bool bf16 = in.options.precision == model::Precision::kBf16;
 
+  // See run_plan.h for what --zero 1 holds; on one peer there is nothing to shard.
+  p.sharded = in.zero == 1 && in.peers >= 2;
+  const double peers = in.peers;
   p.params = 4 * n;
   p.grads = 4 * n;
-  p.adam = 8 * n;
+  p.adam = p.sharded ? 8 * n / peers : 8 * n;
+  p.adam_replica = p.sharded ? 8 * n / peers : 0;
+  p.commit_staging = p.sharded ? 4 * (2 * n / peers) : 0;
+  p.leader_checkpoint = p.sharded ? 8 * n : 0;
   p.bf16_weights = bf16 ? 2 * n : 0;
   p.residual = in.compress == "none" ? 0 : 4 * n;  // error-feedback residual per value
   ASSIGN_OR_RETURN(size_t act, model::Gpt::EstimateActivationBytes(in.config, in.options));
   p.activations = static_cast<double>(act);
   p.reserve = in.reserve_bytes;
-  const double fixed = p.params + p.grads + p.adam + p.bf16_weights + p.residual + p.reserve;
+  const double fixed = p.params + p.grads + p.adam + p.adam_replica + p.commit_staging +
+                       p.bf16_weights + p.residual + p.reserve;
   p.total = fixed + p.activations;
-  p.fits = p.total <= in.ram_bytes;
+  p.leader_total = p.total + p.leader_checkpoint;
+  p.fits = p.leader_total <= in.ram_bytes;
 
   // Largest batch that fits, by doubling then bisecting over the exact activation plan.
   auto fits_with = [&](int b) -> absl::StatusOr<bool> {
     model::GptOptions o = in.options;
     o.max_batch = b;
     ASSIGN_OR_RETURN(size_t a, model::Gpt::EstimateActivationBytes(in.config, o));
-    return fixed + static_cast<double>(a) <= in.ram_bytes;
+    return fixed + p.leader_checkpoint + static_cast<double>(a) <= in.ram_bytes;
   };
   ASSIGN_OR_RETURN(bool one_fits, fits_with(1));
   if (one_fits) {
@@ -135,21 +176,35 @@ absl::StatusOr<RunPlan> PlanRun(const RunPlanInputs& in) {
     p.backward_s = balanced.backward_s;
   }
 
-  const double hops = in.peers <= 1 ? 0 : 2.0 * (in.peers - 1);
-  auto add = [&](const std::string& codec, double bytes) {
+  // A codec's bytes during backward (hops: ring steps, one RTT each) and after the
+  // optimizer step (zero 1 only).
+  auto add = [&](const std::string& codec, double backward_bytes, double backward_hops,
+                 double after_bytes, double after_hops) {
     CodecEstimate e;
     e.codec = codec;
-    e.wire_bytes = bytes;
-    e.seconds = in.peers <= 1 ? 0 : bytes / in.link_bps + hops * in.rtt_s;
-    e.hides = !slot_s.empty() && e.seconds <= p.backward_s;
+    e.backward_bytes = backward_bytes;
+    e.wire_bytes = backward_bytes + after_bytes;
+    if (in.peers > 1) {
+      e.backward_seconds = backward_bytes / in.link_bps + backward_hops * in.rtt_s;
+      e.seconds = e.backward_seconds + after_bytes / in.link_bps + after_hops * in.rtt_s;
+    }
+    e.hides = !slot_s.empty() && e.backward_seconds <= p.backward_s;
     p.codecs.push_back(e);
   };
-  add("none", DenseRingBytes(n, 4, in.peers));
-  add("bf16", DenseRingBytes(n, 2, in.peers));
-  for (double d : {0.1, 0.03, 0.01, 0.003, 0.001}) {
-    // Sparse allgather stops paying once N*D >= 2 (it would send more than dense fp32).
-    if (in.peers * d >= 2) continue;
-    add(absl::StrFormat("topk:%g", d), TopkRingBytes(n, d, in.peers));
+  const double ring_hops = in.peers - 1;  // one phase: reduce-scatter or allgather
+  if (in.zero == 1) {  // also on one peer, where nothing travels: no top-k to suggest
+    // Reduce-scatter in backward; allgather plus the replica forward's one hop after.
+    const double after = AfterUpdateBytes(n, in.peers);
+    add("none", ReduceScatterBytes(n, 4, in.peers), ring_hops, after, ring_hops + 1);
+    add("bf16", ReduceScatterBytes(n, 2, in.peers), ring_hops, after, ring_hops + 1);
+  } else {
+    add("none", DenseRingBytes(n, 4, in.peers), 2 * ring_hops, 0, 0);
+    add("bf16", DenseRingBytes(n, 2, in.peers), 2 * ring_hops, 0, 0);
+    for (double d : {0.1, 0.03, 0.01, 0.003, 0.001}) {
+      // Sparse allgather stops paying once N*D >= 2 (it would send more than dense fp32).
+      if (in.peers * d >= 2) continue;
+      add(absl::StrFormat("topk:%g", d), TopkRingBytes(n, d, in.peers), 2 * ring_hops, 0, 0);
+    }
   }
   p.recommended_codec = in.peers <= 1 ? "none" : "";
   for (const CodecEstimate& e : p.codecs) {  // least lossy first
@@ -164,13 +219,16 @@ absl::StatusOr<RunPlan> PlanRun(const RunPlanInputs& in) {
     p.recommended_codec = best->codec;
   }
   if (!slot_s.empty()) {
-    double comm_s = 0;
+    double during_s = 0, after_s = 0;
     for (const CodecEstimate& e : p.codecs) {
-      if (e.codec == p.recommended_codec) comm_s = e.seconds;
+      if (e.codec != p.recommended_codec) continue;
+      during_s = e.backward_seconds;
+      after_s = e.seconds - e.backward_seconds;
     }
     const double tokens = static_cast<double>(p.tokens_per_step);
-    p.equal_step_s = equal.compute_s + std::max(0.0, comm_s - equal.backward_s);
-    p.balanced_step_s = balanced.compute_s + std::max(0.0, comm_s - balanced.backward_s);
+    p.equal_step_s = equal.compute_s + std::max(0.0, during_s - equal.backward_s) + after_s;
+    p.balanced_step_s =
+        balanced.compute_s + std::max(0.0, during_s - balanced.backward_s) + after_s;
     p.equal_tokens_per_s = tokens / p.equal_step_s;
     p.balanced_tokens_per_s = tokens / p.balanced_step_s;
   }

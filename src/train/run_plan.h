@@ -7,6 +7,28 @@
 // user gives (achieved GFLOP/s of each peer, link bandwidth and RTT): the same arithmetic
 // that `--compress auto` uses, shown so a user can check it. Peers of unequal speed are
 // planned as `train --balance` runs them: slot shares from SlotBalancer::BestShares.
+//
+// --zero 0|1 (optimizer sharding; `train --zero 1` is being built, issue 16). With
+// zero = 1 on a ring of N >= 2 peers, per peer and P parameters:
+//   params 4P and grads 4P (full; grads also stage the updated parameters of the step),
+//   AdamW moments (m, v fp32) of this peer's pieces        8P/N
+//   replica of the predecessor's pieces' moments           8P/N
+//   commit staging (own + replica gradient pieces, kept
+//     until the parameter allgather completes)             4 x 2P/N
+// so 24P/N where zero 0 holds 8P of moments; bf16 weights, activations and reserve
+// unchanged; the residual as the codec's (none: 0, bf16: 4P). The pieces are every
+// gradient bucket's N segments (train/zero_pieces.h), whose lengths differ by at most
+// one float, so P/N is exact up to one float per bucket (a few KB). Top-k and auto
+// are refused: the reduce-scatter cannot carry their sparse sums. The leader and its
+// successor write checkpoints and, while one is gathered and written, hold the full
+// moments (+8P): any peer may become leader, so `fits` is judged with it. With N = 1
+// --zero 1 is --zero 0 (nothing to shard).
+// Communication per peer per step, zero 1 (N >= 2): reduce-scatter (N-1)/N x 4P (2P on
+// the bf16 wire), during backward; then, after the optimizer step, the allgather of
+// the updated parameters, always fp32, (N-1)/N x 4P, and the replica forward (each
+// owner sends its pieces' summed gradient, fp32, to its successor) 4P/N; one RTT per
+// ring hop, N-1 during backward and N after. Zero 0: the allreduce, 2(N-1)/N x 4P
+// (2P bf16), or top-k's allgather, all during backward.
 #pragma once
 
 #include <cstddef>
@@ -33,22 +55,32 @@ struct RunPlanInputs {
   double max_skew = 8;            // train --max-skew: slower than this x the fastest -> 0 slots
   double link_bps = 1e9 / 8;      // bottleneck ring link, bytes/s
   double rtt_s = 0.5e-3;          // per ring hop
-  std::string compress = "none";  // none | bf16 | topk:D (for the residual memory)
+  std::string compress = "none";  // none | bf16 | topk:D | auto (the residual memory)
+  int zero = 0;                   // --zero: 0, or 1 (optimizer sharding; see above)
 };
 
 struct CodecEstimate {
   std::string codec;      // "none", "bf16", "topk:0.01", ...
-  double wire_bytes = 0;  // sent per peer per step
-  double seconds = 0;     // predicted communication time per step
-  bool hides = false;     // fits behind backward compute (needs gflops)
+  double wire_bytes = 0;  // sent per peer per step, every phase
+  double seconds = 0;     // predicted communication time per step, every phase
+  // The part that runs during backward and can hide behind it: everything with zero 0,
+  // the reduce-scatter with zero 1. The rest (zero 1: parameter allgather and replica
+  // forward, after the optimizer step) always adds to the step.
+  double backward_bytes = 0, backward_seconds = 0;
+  bool hides = false;  // backward_seconds fits behind backward compute (needs gflops)
 };
 
 struct RunPlan {
-  // Memory per peer, bytes.
-  double params = 0, grads = 0, adam = 0, bf16_weights = 0, activations = 0, residual = 0;
-  double reserve = 0, total = 0;
-  bool fits = false;
-  int max_batch_that_fits = 0;  // with the same options; 0 if even batch 1 does not fit
+  // Memory per peer, bytes. `adam` is the moments this peer updates (all of them with
+  // zero 0); adam_replica and commit_staging are 0 unless sharded.
+  bool sharded = false;  // zero 1 on N >= 2 peers
+  double params = 0, grads = 0, adam = 0, adam_replica = 0, commit_staging = 0;
+  double bf16_weights = 0, activations = 0, residual = 0, reserve = 0;
+  double total = 0;              // every peer while training
+  double leader_checkpoint = 0;  // sharded: the full moments a checkpoint writer gathers
+  double leader_total = 0;       // total + leader_checkpoint
+  bool fits = false;             // leader_total <= RAM (any peer may become leader)
+  int max_batch_that_fits = 0;   // judged the same way; 0 if even batch 1 does not fit
   // Model figures.
   size_t n_params = 0, flop_params = 0;
   double flops_per_token = 0;   // 6N + 12 L T D
@@ -61,14 +93,17 @@ struct RunPlan {
   // (global batch = batch * accum * peers) split equally and by speed (--balance on).
   std::vector<double> peer_gflops;
   std::vector<int> equal_shares, balanced_shares;
-  // Predicted step: compute of the slowest share plus the suggested codec's time not
-  // hidden behind that peer's last backward; tokens/s = tokens_per_step / step_s.
+  // Predicted step: compute of the slowest share plus the suggested codec's backward
+  // part not hidden behind that peer's last backward, plus its part after the update
+  // (zero 1); tokens/s = tokens_per_step / step_s.
   double equal_step_s = 0, balanced_step_s = 0;
   double equal_tokens_per_s = 0, balanced_tokens_per_s = 0;
-  std::vector<CodecEstimate> codecs;  // none, bf16, topk ladder
+  std::vector<CodecEstimate> codecs;  // none, bf16, topk ladder (zero 1: none, bf16)
   std::string recommended_codec;      // least lossy codec that hides behind backward
 };
 
+// Errors name the flag: --peers, --accum, --ram-gb, --link-mbps, --gflops, --compress
+// (unknown; top-k or auto with --zero 1), --zero (not 0 or 1), and the model's shape.
 absl::StatusOr<RunPlan> PlanRun(const RunPlanInputs& in);
 
 // `plan --gflops`: "120" (every peer) or "120,120,80,60" (one per peer, as many as

@@ -1,6 +1,7 @@
 // PlanRun: memory matches what Gpt really allocates; batch search, codec ladder and
 // recommendations behave as the arithmetic says; an unequal fleet (--gflops per peer) is
-// split as load balancing splits it, and the --gflops list is parsed strictly.
+// split as load balancing splits it, and the --gflops list is parsed strictly; --zero 1
+// holds and sends what run_plan.h says, on every ring size, and refuses what train refuses.
 #include "train/run_plan.h"
 
 #include <doctest/doctest.h>
@@ -174,4 +175,176 @@ TEST_CASE("an unequal fleet is split by speed and balancing predicts the faster 
   auto wrong = rt::train::PlanRun(in);
   REQUIRE_FALSE(wrong.ok());
   CHECK(std::string(wrong.status().message()).find("--peers is 4") != std::string::npos);
+}
+
+TEST_CASE("plan --zero 0 and 1: memory per peer is the formula of run_plan.h at N = 1, 3, 4, 8") {
+  for (const char* compress : {"none", "bf16"}) {
+    for (int peers : {1, 3, 4, 8}) {
+      for (int zero : {0, 1}) {
+        CAPTURE(compress);
+        CAPTURE(peers);
+        CAPTURE(zero);
+        rt::train::RunPlanInputs in = Tiny();
+        in.options.precision = rt::model::Precision::kBf16;
+        in.compress = compress;
+        in.peers = peers;
+        in.zero = zero;
+        auto p = rt::train::PlanRun(in);
+        REQUIRE(p.ok());
+        const double P = static_cast<double>(rt::model::ParamLayout(in.config).total_floats());
+        REQUIRE(p->n_params == rt::model::ParamLayout(in.config).total_floats());
+        const bool sharded = zero == 1 && peers >= 2;
+        const double N = peers;
+        CHECK(p->sharded == sharded);
+        CHECK(p->params == 4 * P);
+        CHECK(p->grads == 4 * P);
+        CHECK(p->adam == (sharded ? 8 * P / N : 8 * P));
+        CHECK(p->adam_replica == (sharded ? 8 * P / N : 0));
+        CHECK(p->commit_staging == (sharded ? 4 * 2 * P / N : 0));
+        CHECK(p->bf16_weights == 2 * P);
+        CHECK(p->residual == (std::string(compress) == "bf16" ? 4 * P : 0));
+        CHECK(p->reserve == in.reserve_bytes);
+        // Moments, replica and staging: 24/N bytes per parameter against 8.
+        const double optimizer = sharded ? 24 * P / N : 8 * P;
+        const double total =
+            4 * P + 4 * P + optimizer + 2 * P + p->residual + p->activations + in.reserve_bytes;
+        CHECK(p->total == doctest::Approx(total).epsilon(1e-12));
+        CHECK(p->leader_checkpoint == (sharded ? 8 * P : 0));
+        CHECK(p->leader_total == doctest::Approx(total + p->leader_checkpoint).epsilon(1e-12));
+        // On one peer --zero 1 is --zero 0.
+        if (peers == 1 && zero == 1) {
+          in.zero = 0;
+          auto plain = rt::train::PlanRun(in);
+          REQUIRE(plain.ok());
+          CHECK(p->total == plain->total);
+          CHECK(p->leader_total == plain->leader_total);
+          CHECK(p->max_batch_that_fits == plain->max_batch_that_fits);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE(
+    "plan --zero 1 sends a reduce-scatter during backward, fp32 parameters and the replica after "
+    "it") {
+  for (int peers : {1, 3, 4, 8}) {
+    CAPTURE(peers);
+    rt::train::RunPlanInputs in = Tiny();
+    in.peers = peers;
+    in.link_bps = 1e6;
+    in.rtt_s = 1e-3;
+    in.zero = 1;
+    auto z1 = rt::train::PlanRun(in);
+    in.zero = 0;
+    auto z0 = rt::train::PlanRun(in);
+    REQUIRE(z1.ok());
+    REQUIRE(z0.ok());
+    const double P = static_cast<double>(z1->n_params), N = peers;
+    // Zero 1: the dense codecs only.
+    REQUIRE(z1->codecs.size() == 2);
+    CHECK(z1->codecs[0].codec == "none");
+    CHECK(z1->codecs[1].codec == "bf16");
+    const double after = peers == 1 ? 0 : (N - 1) / N * 4 * P + 4 * P / N;
+    for (int i = 0; i < 2; ++i) {
+      const double bytes_per = i == 0 ? 4 : 2;
+      const rt::train::CodecEstimate& e1 = z1->codecs[i];
+      const rt::train::CodecEstimate& e0 = z0->codecs[i];
+      CAPTURE(e1.codec);
+      const double rs = peers == 1 ? 0 : (N - 1) / N * bytes_per * P;
+      CHECK(e1.backward_bytes == doctest::Approx(rs));
+      CHECK(e1.wire_bytes == doctest::Approx(rs + after));
+      // Reduce-scatter N-1 hops; allgather N-1 and the replica forward 1 after the update.
+      const double rs_s = peers == 1 ? 0 : rs / in.link_bps + (N - 1) * in.rtt_s;
+      const double after_s = peers == 1 ? 0 : after / in.link_bps + N * in.rtt_s;
+      CHECK(e1.backward_seconds == doctest::Approx(rs_s));
+      CHECK(e1.seconds == doctest::Approx(rs_s + after_s));
+      // Zero 0: the allreduce, all of it during backward.
+      const double ar = peers == 1 ? 0 : 2 * (N - 1) / N * bytes_per * P;
+      CHECK(e0.codec == e1.codec);
+      CHECK(e0.wire_bytes == doctest::Approx(ar));
+      CHECK(e0.backward_bytes == e0.wire_bytes);
+      CHECK(e0.backward_seconds == e0.seconds);
+      CHECK(e0.seconds ==
+            doctest::Approx(peers == 1 ? 0 : ar / in.link_bps + 2 * (N - 1) * in.rtt_s));
+    }
+    // Dense fp32: the same bytes as the allreduce plus the replica forward.
+    CHECK(z1->codecs[0].wire_bytes ==
+          doctest::Approx(z0->codecs[0].wire_bytes + (peers == 1 ? 0 : 4 * P / N)));
+  }
+}
+
+TEST_CASE("plan --zero 1: the step waits for the allgather -- the suggestion is none or bf16") {
+  rt::train::RunPlanInputs in = Tiny();
+  in.config = {50304, 12, 12, 768, 256};  // GPT-2 124M
+  in.options.max_batch = 4;
+  in.peers = 4;
+  in.gflops = {100};
+  in.zero = 1;
+  in.link_bps = 10e9 / 8;  // 10 Gbit/s: the fp32 reduce-scatter hides
+  auto fast = rt::train::PlanRun(in);
+  REQUIRE(fast.ok());
+  CHECK(fast->recommended_codec == "none");
+  const rt::train::CodecEstimate& none = fast->codecs[0];
+  CHECK(none.hides);
+  CHECK(fast->balanced_step_s ==
+        doctest::Approx(fast->compute_s + (none.seconds - none.backward_seconds)));
+  in.link_bps = 100e6 / 8;  // 100 Mbit/s: nothing hides, bf16 is the fastest
+  auto slow = rt::train::PlanRun(in);
+  REQUIRE(slow.ok());
+  CHECK(slow->recommended_codec == "bf16");
+  const rt::train::CodecEstimate& bf16 = slow->codecs[1];
+  CHECK_FALSE(bf16.hides);
+  CHECK(slow->balanced_step_s ==
+        doctest::Approx(slow->compute_s + (bf16.backward_seconds - slow->backward_s) +
+                        (bf16.seconds - bf16.backward_seconds)));
+}
+
+TEST_CASE("plan --zero 1: a peer that may become leader must fit the checkpoint's moments") {
+  rt::train::RunPlanInputs in = Tiny();
+  in.peers = 4;
+  in.zero = 1;
+  in.reserve_bytes = 0;
+  auto p = rt::train::PlanRun(in);
+  REQUIRE(p.ok());
+  in.ram_bytes = (p->total + p->leader_total) / 2;  // training fits, the leader does not
+  auto tight = rt::train::PlanRun(in);
+  REQUIRE(tight.ok());
+  CHECK_FALSE(tight->fits);
+  CHECK(tight->max_batch_that_fits < in.options.max_batch);
+  in.ram_bytes = p->leader_total;
+  auto exact = rt::train::PlanRun(in);
+  REQUIRE(exact.ok());
+  CHECK(exact->fits);
+  CHECK(exact->max_batch_that_fits == in.options.max_batch);
+}
+
+TEST_CASE("plan --zero takes 0 or 1, and --zero 1 refuses top-k and auto with the reason") {
+  rt::train::RunPlanInputs in = Tiny();
+  in.peers = 4;
+  for (int bad : {2, -1}) {
+    in.zero = bad;
+    auto p = rt::train::PlanRun(in);
+    REQUIRE_FALSE(p.ok());
+    CHECK(std::string(p.status().message()) ==
+          "--zero must be 0 (every peer holds all optimizer state) or 1 (sharded), got " +
+              std::to_string(bad));
+  }
+  in.zero = 1;
+  for (const char* sparse : {"topk:0.01", "auto"}) {
+    CAPTURE(sparse);
+    in.compress = sparse;
+    auto p = rt::train::PlanRun(in);
+    REQUIRE_FALSE(p.ok());
+    const std::string why(p.status().message());
+    CHECK(why.find(std::string("--zero 1 works with --compress none or bf16, not ") + sparse) == 0);
+    CHECK(why.find("reduce-scatter cannot carry sparse sums") != std::string::npos);
+    in.zero = 0;  // fine without sharding
+    CHECK(rt::train::PlanRun(in).ok());
+    in.zero = 1;
+  }
+  in.compress = "gzip";
+  auto junk = rt::train::PlanRun(in);
+  REQUIRE_FALSE(junk.ok());
+  CHECK(std::string(junk.status().message()).find("--compress 'gzip'") != std::string::npos);
 }
