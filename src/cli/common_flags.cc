@@ -59,11 +59,11 @@ ABSL_FLAG(std::string, encrypt, "auto",
 ABSL_FLAG(std::string, compress, "none", "Gradient codec: none|bf16|topk:DENSITY|auto");
 ABSL_FLAG(int, zstd_level, 0, "zstd level on the wire (0 = off)");
 ABSL_FLAG(double, bucket_mb, 25, "Gradient bucket size in MB for overlapped allreduce");
-// Optimizer sharding (issue 16): read by plan; train's --zero 1 is being built.
+// Optimizer sharding (issue 16): train shards the AdamW moments over a ring, plan sizes it.
 ABSL_FLAG(int, zero, 0,
           "Optimizer sharding: 0 = every peer holds all AdamW state; 1 = ZeRO stage 1, each "
-          "peer the moments of its pieces plus a replica of its predecessor's (--compress "
-          "none or bf16)");
+          "peer of a ring keeps the moments of its pieces plus a replica of its predecessor's "
+          "(--compress none or bf16)");
 ABSL_FLAG(int, probe_every, 0,
           "Probe every link (bandwidth, RTT) and re-order the ring at the first step and "
           "every N steps; 0 = once at the first step when --compress auto or >= 3 peers; "

@@ -49,7 +49,7 @@ ABSL_DECLARE_FLAG(std::string, encrypt);
 ABSL_DECLARE_FLAG(std::string, compress);
 ABSL_DECLARE_FLAG(int, zstd_level);
 ABSL_DECLARE_FLAG(double, bucket_mb);
-ABSL_DECLARE_FLAG(int, zero);  // optimizer sharding 0|1 (plan; train's is being built)
+ABSL_DECLARE_FLAG(int, zero);  // optimizer sharding 0|1 (train, plan)
 // Link probing and automatic codec choice (train; bench allreduce reads --compress auto).
 ABSL_DECLARE_FLAG(int, probe_every);
 ABSL_DECLARE_FLAG(double, comm_budget);
