@@ -24,15 +24,17 @@
 // line has an empty value). Keys must not be empty. Section names are 1..128 bytes of
 // [A-Za-z0-9_.-], do not start with '.', and are not "manifest".
 //
-// ATOMICITY. WriteCheckpoint writes everything into a scratch directory
-// <ckpt_dir>/.tmp-step-<step>-<tag>/ (a name of its own per write: ckpt/scratch_dir.h),
-// fsyncs every file and that directory, renames it to step-<step> and fsyncs ckpt_dir.
-// A crash or an I/O error (a full disk, a file system turned read-only) at any point
-// leaves either the complete checkpoint or a scratch directory that readers ignore; a
-// failed write removes its own, and a later write removes those of writers that died.
-// If step-<step> already exists it is kept when it is the very same checkpoint (same
-// manifest: another writer of a shared directory wrote it), else it is renamed to
-// .old-step-<step>-<tag> and deleted after the new one is in place.
+// ATOMICITY. WriteCheckpoint, built on CheckpointBuilder (ckpt/checkpoint_builder.h: the
+// same guarantees for a checkpoint whose sections arrive piece by piece), writes
+// everything into a scratch directory <ckpt_dir>/.tmp-step-<step>-<tag>/ (a name of its
+// own per write: ckpt/scratch_dir.h), fsyncs every file and that directory, renames it
+// to step-<step> and fsyncs ckpt_dir. A crash or an I/O error (a full disk, a file
+// system turned read-only) at any point leaves either the complete checkpoint or a
+// scratch directory that readers ignore; a failed write removes its own, and a later
+// write removes those of writers that died. If step-<step> already exists it is kept
+// when it is the very same checkpoint (same manifest: another writer of a shared
+// directory wrote it), else it is renamed to .old-step-<step>-<tag> and deleted after
+// the new one is in place.
 //
 // STALE WRITERS. A checkpoint is "newer" than another if its (epoch, step) pair is
 // larger (epoch first). WriteCheckpoint refuses when ckpt_dir holds a checkpoint whose

@@ -1,5 +1,7 @@
-// Checkpoint writing: atomic temp-dir-then-rename write, stale-writer refusal and
-// retention (format and guarantees in checkpoint.h).
+// The directory-level steps of every checkpoint write: validation, stale-writer refusal,
+// publishing by rename, retention (see checkpoint_publish.h; guarantees in checkpoint.h).
+#include "ckpt/checkpoint_publish.h"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,7 +21,6 @@
 #include "absl/strings/strip.h"
 #include "ckpt/checkpoint.h"
 #include "ckpt/file_io.h"
-#include "ckpt/scratch_dir.h"
 #include "core/log.h"
 #include "core/status_macros.h"
 
@@ -27,34 +28,6 @@ namespace rt::ckpt {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string StripTrailingSlashes(std::string p) {
-  while (p.size() > 1 && p.back() == '/') p.pop_back();
-  return p;
-}
-
-absl::Status ValidateRequest(const std::string& ckpt_dir, const CheckpointMeta& meta,
-                             const std::vector<SectionRef>& sections, int keep) {
-  if (ckpt_dir.empty()) return absl::InvalidArgumentError("empty checkpoint directory");
-  if (meta.step < 0) return absl::InvalidArgumentError(absl::StrCat("negative step ", meta.step));
-  if (keep < 0) return absl::InvalidArgumentError(absl::StrCat("negative keep ", keep));
-  std::set<std::string> names;
-  for (const SectionRef& s : sections) {
-    if (!IsValidSectionName(s.name)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("invalid checkpoint section name '", EscapeManifestToken(s.name),
-                       "' (1..128 of [A-Za-z0-9_.-], not starting with '.', not 'manifest')"));
-    }
-    if (!names.insert(s.name).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("duplicate checkpoint section '", s.name, "'"));
-    }
-  }
-  for (const auto& [key, value] : meta.fields) {
-    if (key.empty()) return absl::InvalidArgumentError("empty checkpoint field key");
-  }
-  return absl::OkStatus();
-}
 
 // Names of the entries of `dir`, sorted.
 absl::StatusOr<std::vector<std::string>> ListDir(const std::string& dir) {
@@ -167,28 +140,6 @@ void ApplyRetention(const std::string& ckpt_dir, const std::string& written_name
   }
 }
 
-// Writes every section and then the manifest into `tmp` (which exists); returns the
-// manifest text written.
-absl::StatusOr<std::string> WriteContents(const std::string& tmp, const CheckpointMeta& meta,
-                                          const std::vector<SectionRef>& sections) {
-  std::vector<SectionInfo> infos;
-  infos.reserve(sections.size());
-  for (const SectionRef& s : sections) {
-    SectionInfo info;
-    info.name = s.name;
-    info.bytes = s.bytes.size();
-    RETURN_IF_ERROR(WriteFileDurably(tmp + "/" + s.name + ".bin", s.bytes, &info.crc32c));
-    infos.push_back(std::move(info));
-  }
-  std::string manifest = EncodeManifest(meta, infos);
-  uint32_t ignored_crc = 0;
-  RETURN_IF_ERROR(WriteFileDurably(
-      tmp + "/" + kManifestFileName,
-      absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(manifest.data()), manifest.size()),
-      &ignored_crc));
-  return manifest;
-}
-
 // True if `dir` is a checkpoint with exactly this manifest (so the same bytes: every
 // section's size and crc32c are in it) whose files have the sizes it states.
 bool IsSameCheckpoint(const std::string& dir, const std::string& manifest) {
@@ -240,10 +191,38 @@ absl::StatusOr<Published> Publish(const std::string& ckpt_dir, const std::string
 
 }  // namespace
 
-absl::Status WriteCheckpoint(const std::string& ckpt_dir_in, const CheckpointMeta& meta,
-                             const std::vector<SectionRef>& sections, int keep) {
-  const std::string ckpt_dir = StripTrailingSlashes(ckpt_dir_in);
-  RETURN_IF_ERROR(ValidateRequest(ckpt_dir, meta, sections, keep));
+std::string StripTrailingSlashes(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  return path;
+}
+
+absl::Status ValidateCheckpointMeta(const std::string& ckpt_dir, const CheckpointMeta& meta) {
+  if (ckpt_dir.empty()) return absl::InvalidArgumentError("empty checkpoint directory");
+  if (meta.step < 0) return absl::InvalidArgumentError(absl::StrCat("negative step ", meta.step));
+  for (const auto& [key, value] : meta.fields) {
+    if (key.empty()) return absl::InvalidArgumentError("empty checkpoint field key");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateKeep(int keep) {
+  if (keep < 0) return absl::InvalidArgumentError(absl::StrCat("negative keep ", keep));
+  return absl::OkStatus();
+}
+
+absl::Status AddSectionName(const std::string& name, std::set<std::string>* names) {
+  if (!IsValidSectionName(name)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid checkpoint section name '", EscapeManifestToken(name),
+                     "' (1..128 of [A-Za-z0-9_.-], not starting with '.', not 'manifest')"));
+  }
+  if (!names->insert(name).second) {
+    return absl::InvalidArgumentError(absl::StrCat("duplicate checkpoint section '", name, "'"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PrepareCheckpointDir(const std::string& ckpt_dir, const CheckpointMeta& meta) {
   std::error_code ec;
   const bool created = fs::create_directories(ckpt_dir, ec);
   if (ec) return ErrnoError(ec.value(), "create directory", ckpt_dir);
@@ -254,18 +233,27 @@ absl::Status WriteCheckpoint(const std::string& ckpt_dir_in, const CheckpointMet
   RETURN_IF_ERROR(CheckNotStale(ckpt_dir, meta));
   // What dead writers left first: on a full disk that may be the space this write needs.
   SweepAbandonedScratchDirs(ckpt_dir);
+  return absl::OkStatus();
+}
 
-  const std::string final_name = StepDirName(meta.step);
-  ASSIGN_OR_RETURN(ScratchDir scratch, ScratchDir::Create(ckpt_dir, final_name));
-  ASSIGN_OR_RETURN(const std::string manifest, WriteContents(scratch.path(), meta, sections));
+absl::Status PublishCheckpoint(const std::string& ckpt_dir, const CheckpointMeta& meta,
+                               const std::vector<SectionInfo>& sections, ScratchDir* scratch,
+                               int keep) {
+  const std::string manifest = EncodeManifest(meta, sections);
+  uint32_t ignored_crc = 0;
+  RETURN_IF_ERROR(WriteFileDurably(
+      scratch->path() + "/" + kManifestFileName,
+      absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(manifest.data()), manifest.size()),
+      &ignored_crc));
   // Checked again right before publishing: a newer leader may have written meanwhile.
   RETURN_IF_ERROR(CheckNotStale(ckpt_dir, meta));
-  RETURN_IF_ERROR(scratch.RemoveLockFile());
-  RETURN_IF_ERROR(FsyncDirectory(scratch.path()));
+  RETURN_IF_ERROR(scratch->RemoveLockFile());
+  RETURN_IF_ERROR(FsyncDirectory(scratch->path()));
+  const std::string final_name = StepDirName(meta.step);
   ASSIGN_OR_RETURN(const Published published,
-                   Publish(ckpt_dir, scratch.path(), final_name, manifest));
+                   Publish(ckpt_dir, scratch->path(), final_name, manifest));
   if (published == Published::kOurs) {
-    scratch.Disown();
+    scratch->Disown();
   } else {
     LogInfo(
         "checkpoint %s/%s was already written, byte for byte, by another writer of this "
