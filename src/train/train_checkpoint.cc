@@ -111,24 +111,37 @@ absl::Status CheckSameModel(const model::GptConfig& saved, const model::GptConfi
                    absl::StrJoin(was, " "), ", this run has ", absl::StrJoin(now, " "), hint));
 }
 
-absl::Status SaveTrainCheckpoint(const std::string& ckpt_dir, int64_t step, uint64_t epoch,
-                                 const std::map<std::string, std::string>& fields,
+namespace {
+absl::Span<const uint8_t> StringBytes(const std::string& s) {
+  return absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+}
+}  // namespace
+
+absl::Status SaveTrainCheckpoint(const std::string& ckpt_dir, const ckpt::CheckpointMeta& meta,
                                  absl::Span<const float> params, absl::Span<const float> adam_m,
                                  absl::Span<const float> adam_v, const std::string& tokenizer_model,
                                  int keep) {
-  ckpt::CheckpointMeta meta;
-  meta.step = step;
-  meta.epoch = epoch;
-  meta.fields = fields;
   std::vector<ckpt::SectionRef> sections = {
       {"params", Bytes(params)}, {"adam_m", Bytes(adam_m)}, {"adam_v", Bytes(adam_v)}};
-  if (!tokenizer_model.empty()) {
-    sections.push_back(
-        {"tokenizer.model",
-         absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(tokenizer_model.data()),
-                                   tokenizer_model.size())});
-  }
+  if (!tokenizer_model.empty()) sections.push_back({"tokenizer.model", StringBytes(tokenizer_model)});
   return ckpt::WriteCheckpoint(ckpt_dir, meta, sections, keep);
+}
+
+absl::StatusOr<std::unique_ptr<ckpt::CheckpointBuilder>> BeginShardedTrainCheckpoint(
+    const std::string& ckpt_dir, const ckpt::CheckpointMeta& meta, absl::Span<const float> params) {
+  ASSIGN_OR_RETURN(std::unique_ptr<ckpt::CheckpointBuilder> b,
+                   ckpt::CheckpointBuilder::Begin(ckpt_dir, meta));
+  // The sections in SaveTrainCheckpoint's order: both modes write the same manifest.
+  RETURN_IF_ERROR(b->Add("params", Bytes(params)));
+  RETURN_IF_ERROR(b->Reserve("adam_m", params.size() * sizeof(float)));
+  RETURN_IF_ERROR(b->Reserve("adam_v", params.size() * sizeof(float)));
+  return b;
+}
+
+absl::Status FinishTrainCheckpoint(ckpt::CheckpointBuilder* b, const std::string& tokenizer_model,
+                                   int keep) {
+  if (!tokenizer_model.empty()) RETURN_IF_ERROR(b->Add("tokenizer.model", StringBytes(tokenizer_model)));
+  return b->Commit(keep);
 }
 
 absl::Status ReadFloatSection(const ckpt::Checkpoint& checkpoint, const std::string& name,

@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "ckpt/checkpoint.h"
+#include "ckpt/checkpoint_builder.h"
 #include "core/aligned_buffer.h"
 #include "model/gpt_config.h"
 #include "train/train_config.h"
@@ -41,11 +42,20 @@ absl::Status CheckSameModel(const model::GptConfig& saved, const model::GptConfi
                             const std::string& checkpoint_path);
 
 // Writes one checkpoint of a training run (WriteCheckpoint: atomic, checksummed).
-absl::Status SaveTrainCheckpoint(const std::string& ckpt_dir, int64_t step, uint64_t epoch,
-                                 const std::map<std::string, std::string>& fields,
+absl::Status SaveTrainCheckpoint(const std::string& ckpt_dir, const ckpt::CheckpointMeta& meta,
                                  absl::Span<const float> params, absl::Span<const float> adam_m,
                                  absl::Span<const float> adam_v, const std::string& tokenizer_model,
                                  int keep);
+
+// The same checkpoint in two halves, for --zero 1 (no peer holds the whole moments):
+// Begin adds the parameters (which must stay unchanged until Finish returns) and
+// reserves adam_m and adam_v, whose pieces the caller writes as they arrive
+// (CheckpointBuilder::WriteAt, byte offset = float offset * 4); Finish adds the
+// tokenizer and publishes. Same files and manifest as SaveTrainCheckpoint.
+absl::StatusOr<std::unique_ptr<ckpt::CheckpointBuilder>> BeginShardedTrainCheckpoint(
+    const std::string& ckpt_dir, const ckpt::CheckpointMeta& meta, absl::Span<const float> params);
+absl::Status FinishTrainCheckpoint(ckpt::CheckpointBuilder* b, const std::string& tokenizer_model,
+                                   int keep);
 
 // Reads section `name` of `checkpoint` into `out`; error if its size is not out.size() floats.
 absl::Status ReadFloatSection(const ckpt::Checkpoint& checkpoint, const std::string& name,

@@ -470,8 +470,6 @@ absl::Status Trainer::TrainStep(StepMetrics* metrics) {
   Stopwatch ckpt_wait_watch;
   FinishBackgroundCheckpoint();
   const double ckpt_wait_ms = ckpt_wait_watch.ElapsedMs();
-  ckpt_m_.Resize(0);  // --zero 1: moments gathered for a checkpoint, now written
-  ckpt_v_.Resize(0);
   Stopwatch update_watch;
   ASSIGN_OR_RETURN(const double grad_sum_of_squares, reducer_->GradSumOfSquares(grads_.span()));
   const double grad_norm = std::sqrt(grad_sum_of_squares);

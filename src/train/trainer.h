@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "ckpt/checkpoint.h"
+#include "ckpt/checkpoint_builder.h"
 #include "core/aligned_buffer.h"
 #include "data/batch_sampler.h"
 #include "data/token_dataset.h"
@@ -121,7 +122,10 @@ class Trainer {
                                                     const char* section, optim::FloatRange range,
                                                     std::vector<float>* scratch);
   // At a checkpoint moment every member of a sharded ring takes part; a member that
-  // writes (`need`) receives the whole moments into ckpt_m_/ckpt_v_.
+  // writes (`need`) starts the checkpoint of step_ (sharded_ckpt_: the parameters, and
+  // the moments written into its files as their pieces arrive, never all in memory).
+  // A failure to start it (a full disk, a stale writer) is logged like a failed write
+  // and this member then takes part needing nothing.
   absl::Status GatherMomentsForCheckpoint(bool need);
   // Whether this step count is a checkpoint moment of the ring (--ckpt-every, or the end).
   bool IsCheckpointMoment(bool last, bool stop) const;
@@ -136,6 +140,8 @@ class Trainer {
   uint64_t CheckpointEpoch() const;
   // SaveTrainCheckpoint of the current buffers as step `step` (any thread).
   absl::Status WriteCheckpoint(int64_t step, uint64_t epoch) const;
+  // The meta of a checkpoint of this run at `step`.
+  ckpt::CheckpointMeta CheckpointMetaAt(int64_t step, uint64_t epoch) const;
   // A finished write of `step`: the status board hears of it; success advances
   // last/good_checkpoint_step_ and is logged.
   void RecordCheckpoint(int64_t step, const absl::Status& s, double write_ms, bool background);
@@ -182,8 +188,11 @@ class Trainer {
   // --zero 1 resumed from a checkpoint: its full moments are read from disk on demand
   // (only the pieces this peer needs are ever in memory).
   std::optional<ckpt::Checkpoint> resumed_checkpoint_;
-  // --zero 1 writers: the whole moments gathered for the checkpoint being written.
-  AlignedBuffer<float> ckpt_m_, ckpt_v_;
+  // --zero 1 writers: the checkpoint of sharded_ckpt_step_ being built (parameters and
+  // moments in place; the writer adds the rest and publishes it). Shared with the
+  // writer thread's closure.
+  std::shared_ptr<ckpt::CheckpointBuilder> sharded_ckpt_;
+  int64_t sharded_ckpt_step_ = -1;
   std::vector<float> read_scratch_[2];  // ReadHeldMoments' disk reads and zeros
   // First step whose update is preconditioned (top-k; GradientReducer::PreconditionFrom),
   // -1 = never. AdamW's second moment is frozen as it was after this many steps.

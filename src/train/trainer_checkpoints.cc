@@ -13,21 +13,30 @@
 
 namespace rt::train {
 
+ckpt::CheckpointMeta Trainer::CheckpointMetaAt(int64_t step, uint64_t epoch) const {
+  ckpt::CheckpointMeta meta;
+  meta.step = step;
+  meta.epoch = epoch;
+  meta.fields =
+      TrainMetaFields(config_, gpt_->config(), sampler_->slots(), train_data_->fingerprint(),
+                      train_data_->eot_id(), train_data_->manifest().license);
+  return meta;
+}
+
 absl::Status Trainer::WriteCheckpoint(int64_t step, uint64_t epoch) const {
-  // --zero 1: the moments gathered from their owners for this checkpoint.
-  const bool sharded = adam_ == nullptr;
-  if (sharded && ckpt_m_.size() != params_.size()) {
+  if (adam_ != nullptr) {
+    return SaveTrainCheckpoint(config_.ckpt_dir, CheckpointMetaAt(step, epoch), params_.span(),
+                               adam_->m(), adam_->v(), tokenizer_model_, config_.ckpt_keep);
+  }
+  // --zero 1: the checkpoint the ring gathered for this step (GatherMomentsForCheckpoint).
+  std::shared_ptr<ckpt::CheckpointBuilder> b = sharded_ckpt_;
+  if (b == nullptr || sharded_ckpt_step_ != step) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "no checkpoint of step %d: with --zero 1 this peer holds only its pieces of the "
-        "optimizer state, and they were not gathered (no ring)",
+        "optimizer state, and the ring did not gather them for this step",
         step));
   }
-  return SaveTrainCheckpoint(
-      config_.ckpt_dir, step, epoch,
-      TrainMetaFields(config_, gpt_->config(), sampler_->slots(), train_data_->fingerprint(),
-                      train_data_->eot_id(), train_data_->manifest().license),
-      params_.span(), sharded ? ckpt_m_.span() : adam_->m(), sharded ? ckpt_v_.span() : adam_->v(),
-      tokenizer_model_, config_.ckpt_keep);
+  return FinishTrainCheckpoint(b.get(), tokenizer_model_, config_.ckpt_keep);
 }
 
 uint64_t Trainer::CheckpointEpoch() const {

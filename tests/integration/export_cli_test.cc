@@ -73,7 +73,10 @@ void WriteCheckpoint(const std::string& ckpt_dir, int64_t step, bool with_tokeni
   std::normal_distribution<float> normal(0.0f, 0.1f);
   for (float& p : params) p = normal(rng);
   auto fields = rt::train::TrainMetaFields(config, c, 8, "fp", tok->eot_id());
-  REQUIRE(rt::train::SaveTrainCheckpoint(ckpt_dir, step, 0, fields, params, zeros, zeros,
+  rt::ckpt::CheckpointMeta meta;
+  meta.step = step;
+  meta.fields = fields;
+  REQUIRE(rt::train::SaveTrainCheckpoint(ckpt_dir, meta, params, zeros, zeros,
                                          with_tokenizer ? Tokenizer() : std::string(), 0)
               .ok());
 }
