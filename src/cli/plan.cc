@@ -229,18 +229,8 @@ int RunPlan(const std::vector<std::string>& positional) {
   if (p.residual > 0) line("codec residual", p.residual);
   line(absl::StrFormat("activations (batch %d)", in.options.max_batch), p.activations);
   line("reserve (OS, cache)", p.reserve);
-  if (!p.sharded) {
-    absl::PrintF("  %-25s%10s of %s: %s\n", "total", Gb(p.total), Gb(in.ram_bytes),
-                 p.fits ? "fits" : "DOES NOT FIT");
-  } else {
-    absl::PrintF("  %-25s%10s of %s while training: %s\n", "total", Gb(p.total), Gb(in.ram_bytes),
-                 p.total <= in.ram_bytes ? "fits" : "DOES NOT FIT");
-    absl::PrintF("  leader at a checkpoint: +%s = %s: %s\n", Gb(p.leader_checkpoint),
-                 Gb(p.leader_total), p.fits ? "fits" : "DOES NOT FIT");
-    absl::PrintF(
-        "  (the leader and its successor gather the full moments to write a checkpoint; any\n"
-        "  peer may become leader, so every peer must have room for this)\n");
-  }
+  absl::PrintF("  %-25s%10s of %s: %s\n", "total", Gb(p.total), Gb(in.ram_bytes),
+               p.fits ? "fits" : "DOES NOT FIT");
   // What else would save memory: --recompute, and --zero 1 on a ring.
   std::vector<std::string> savers;
   if (!in.options.recompute) savers.push_back("--recompute");
@@ -290,14 +280,13 @@ int RunPlan(const std::vector<std::string>& positional) {
 
   absl::PrintF(
       "{\"params\":%zu,\"flops_per_token\":%.0f,\"tokens_per_step\":%lld,\"zero\":%d,"
-      "\"sharded\":%s,\"memory_bytes\":%.0f,\"leader_checkpoint_bytes\":%.0f,"
-      "\"leader_memory_bytes\":%.0f,\"activation_bytes\":%.0f,\"ram_bytes\":%.0f,\"fits\":%s,\"max_"
+      "\"sharded\":%s,\"memory_bytes\":%.0f,\"activation_bytes\":%.0f,\"ram_bytes\":%.0f,\"fits\":%s,\"max_"
       "batch\":%d,"
       "\"compute_s\":%.6f,\"codecs\":[%s],\"suggested_compress\":\"%s\",\"peer_gflops\":[%s],"
       "\"equal_slots\":[%s],\"balanced_slots\":[%s],\"equal_step_s\":%.6f,"
       "\"balanced_step_s\":%.6f,\"equal_tokens_per_s\":%.1f,\"balanced_tokens_per_s\":%.1f%s}\n",
       p.n_params, p.flops_per_token, static_cast<long long>(p.tokens_per_step), in.zero,
-      p.sharded ? "true" : "false", p.total, p.leader_checkpoint, p.leader_total, p.activations,
+      p.sharded ? "true" : "false", p.total, p.activations,
       in.ram_bytes, p.fits ? "true" : "false", p.max_batch_that_fits, p.compute_s,
       absl::StrJoin(codec_json, ","), p.recommended_codec, absl::StrJoin(p.peer_gflops, ","),
       absl::StrJoin(p.equal_shares, ","), absl::StrJoin(p.balanced_shares, ","), p.equal_step_s,

@@ -95,7 +95,6 @@ absl::StatusOr<RunPlan> PlanRun(const RunPlanInputs& in) {
   p.adam = p.sharded ? 8 * n / peers : 8 * n;
   p.adam_replica = p.sharded ? 8 * n / peers : 0;
   p.commit_staging = p.sharded ? 4 * (2 * n / peers) : 0;
-  p.leader_checkpoint = p.sharded ? 8 * n : 0;
   p.bf16_weights = bf16 ? 2 * n : 0;
   p.residual = in.compress == "none" ? 0 : 4 * n;  // error-feedback residual per value
   ASSIGN_OR_RETURN(size_t act, model::Gpt::EstimateActivationBytes(in.config, in.options));
@@ -104,15 +103,14 @@ absl::StatusOr<RunPlan> PlanRun(const RunPlanInputs& in) {
   const double fixed = p.params + p.grads + p.adam + p.adam_replica + p.commit_staging +
                        p.bf16_weights + p.residual + p.reserve;
   p.total = fixed + p.activations;
-  p.leader_total = p.total + p.leader_checkpoint;
-  p.fits = p.leader_total <= in.ram_bytes;
+  p.fits = p.total <= in.ram_bytes;
 
   // Largest batch that fits, by doubling then bisecting over the exact activation plan.
   auto fits_with = [&](int b) -> absl::StatusOr<bool> {
     model::GptOptions o = in.options;
     o.max_batch = b;
     ASSIGN_OR_RETURN(size_t a, model::Gpt::EstimateActivationBytes(in.config, o));
-    return fixed + p.leader_checkpoint + static_cast<double>(a) <= in.ram_bytes;
+    return fixed + static_cast<double>(a) <= in.ram_bytes;
   };
   ASSIGN_OR_RETURN(bool one_fits, fits_with(1));
   if (one_fits) {

@@ -19,9 +19,9 @@
 // unchanged; the residual as the codec's (none: 0, bf16: 4P). The pieces are every
 // gradient bucket's N segments (train/zero_pieces.h), whose lengths differ by at most
 // one float, so P/N is exact up to one float per bucket (a few KB). Top-k and auto
-// are refused: the reduce-scatter cannot carry their sparse sums. The leader and its
-// successor write checkpoints and, while one is gathered and written, hold the full
-// moments (+8P): any peer may become leader, so `fits` is judged with it. With N = 1
+// are refused: the reduce-scatter cannot carry their sparse sums. A checkpoint adds
+// no memory: its writers put the moments' pieces into its files as they arrive
+// (ckpt::CheckpointBuilder), the kernel's page cache holding them. With N = 1
 // --zero 1 is --zero 0 (nothing to shard).
 // Communication per peer per step, zero 1 (N >= 2): reduce-scatter (N-1)/N x 4P (2P on
 // the bf16 wire), during backward; then, after the optimizer step, the allgather of
@@ -76,11 +76,9 @@ struct RunPlan {
   bool sharded = false;  // zero 1 on N >= 2 peers
   double params = 0, grads = 0, adam = 0, adam_replica = 0, commit_staging = 0;
   double bf16_weights = 0, activations = 0, residual = 0, reserve = 0;
-  double total = 0;              // every peer while training
-  double leader_checkpoint = 0;  // sharded: the full moments a checkpoint writer gathers
-  double leader_total = 0;       // total + leader_checkpoint
-  bool fits = false;             // leader_total <= RAM (any peer may become leader)
-  int max_batch_that_fits = 0;   // judged the same way; 0 if even batch 1 does not fit
+  double total = 0;             // every peer, the checkpoint writers included
+  bool fits = false;            // total <= RAM
+  int max_batch_that_fits = 0;  // with the same options; 0 if even batch 1 does not fit
   // Model figures.
   size_t n_params = 0, flop_params = 0;
   double flops_per_token = 0;   // 6N + 12 L T D
