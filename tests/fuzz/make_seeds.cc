@@ -14,6 +14,7 @@
 #include "cluster/messages.h"
 #include "cluster/state_messages.h"
 #include "collective/link_matrix.h"
+#include "collective/piece_exchange_plan.h"
 #include "collective/sparse_codec.h"
 #include "core/bf16.h"
 #include "data/data_manifest.h"
@@ -169,6 +170,20 @@ void Sparse() {
   Write("sparse_codec", "empty", out);
 }
 
+void PieceDescriptors() {
+  rt::collective::PieceDescriptor d;
+  d.length = 100000;
+  d.buffers = 2;
+  d.chunk_floats = 1 << 20;
+  d.held = {{0, 2500}, {10000, 12500}, {50000, 52500}};
+  d.needed = {{2500, 5000}, {12500, 15000}};
+  Write("piece_descriptor", "zero-member", rt::collective::EncodePieceDescriptor(d));
+  d.held.clear();
+  Write("piece_descriptor", "joiner", rt::collective::EncodePieceDescriptor(d));
+  d.needed = {{0, d.length}};
+  Write("piece_descriptor", "checkpoint-writer", rt::collective::EncodePieceDescriptor(d));
+}
+
 void LinkRows() {
   rt::collective::LinkMatrix m;
   m.peers = {0, 1, 2};
@@ -277,6 +292,7 @@ int main(int argc, char** argv) {
   StateTransfer();
   Sparse();
   LinkRows();
+  PieceDescriptors();
   PeerReports();
   TokenShards();
   DataManifests();
