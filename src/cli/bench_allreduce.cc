@@ -99,11 +99,20 @@ double ProcessCpuSeconds() {
   return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
 }
 
+// Minor page faults of this process so far (memory the kernel had to map in: fresh
+// allocations touched for the first time, memory returned and taken again).
+double ProcessMinorFaults() {
+  rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_minflt);
+}
+
 struct SizeResult {
   size_t elements = 0;
   double seconds = 0, seconds_min = 0, seconds_max = 0;  // over iterations of max over peers
   double wire_bytes = 0;                                 // per allreduce, this peer
   double cpu_seconds = 0;       // per allreduce, this peer's process CPU time (all threads)
+  double minor_faults = 0;      // per allreduce, this peer's process (ProcessMinorFaults)
   double encode_seconds = 0;    // per allreduce, this peer: top-k selection + encoding
   double exchange_seconds = 0;  // per allreduce, this peer: communication, decode, sum
   std::string codec_used;
@@ -169,7 +178,7 @@ absl::StatusOr<SizeResult> BenchOneSize(net::RingTransport* ring, size_t n, cons
   collective::AllreduceOptions options;
   options.timeout = kTimeout;
   std::vector<double> times;
-  double wire = 0, cpu = 0, encode_ms = 0, exchange_ms = 0;
+  double wire = 0, cpu = 0, faults = 0, encode_ms = 0, exchange_ms = 0;
   SizeResult result;
   result.elements = n;
   for (int it = 0; it < warmup + iters; ++it) {
@@ -185,7 +194,7 @@ absl::StatusOr<SizeResult> BenchOneSize(net::RingTransport* ring, size_t n, cons
     }
     RETURN_IF_ERROR(Barrier(ring));
     collective::ExchangeStats stats;
-    const double cpu0 = ProcessCpuSeconds();
+    const double cpu0 = ProcessCpuSeconds(), faults0 = ProcessMinorFaults();
     Stopwatch watch;
     RETURN_IF_ERROR(exchange.Run(ring, data.span(), spec, /*step=*/1000000, /*warmup=*/0,
                                  /*refresh_every=*/0, options, &stats));
@@ -193,6 +202,7 @@ absl::StatusOr<SizeResult> BenchOneSize(net::RingTransport* ring, size_t n, cons
     if (timed) {
       times.push_back(seconds);
       cpu += ProcessCpuSeconds() - cpu0;
+      faults += ProcessMinorFaults() - faults0;
       encode_ms += stats.encode_ms;
       exchange_ms += stats.exchange_ms;
       wire += static_cast<double>(stats.bytes_sent);
@@ -241,6 +251,7 @@ absl::StatusOr<SizeResult> BenchOneSize(net::RingTransport* ring, size_t n, cons
   result.seconds = total / max_times.size();
   result.wire_bytes = wire / iters;
   result.cpu_seconds = cpu / iters;
+  result.minor_faults = faults / iters;
   result.encode_seconds = encode_ms * 1e-3 / iters;
   result.exchange_seconds = exchange_ms * 1e-3 / iters;
   return result;
@@ -301,9 +312,10 @@ std::string ResultJson(const SizeResult& r, int peers) {
   return absl::StrFormat(
       "\"size\":%d,\"bytes\":%d,\"wire_bytes\":%.0f,\"seconds\":%.6f,\"seconds_min\":%.6f,"
       "\"seconds_max\":%.6f,\"algbw_GBps\":%.4f,\"busbw_GBps\":%.4f,\"cpu_seconds\":%.6f,"
-      "\"encode_seconds\":%.6f,\"exchange_seconds\":%.6f,\"codec_used\":\"%s\"",
+      "\"minor_faults\":%.0f,\"encode_seconds\":%.6f,\"exchange_seconds\":%.6f,\"codec_used\":\"%"
+      "s\"",
       r.elements, r.elements * 4, r.wire_bytes, r.seconds, r.seconds_min, r.seconds_max, r.algbw(),
-      busbw, r.cpu_seconds, r.encode_seconds, r.exchange_seconds, r.codec_used);
+      busbw, r.cpu_seconds, r.minor_faults, r.encode_seconds, r.exchange_seconds, r.codec_used);
 }
 
 // AES-256-GCM seal speed of one core (net/frame_cipher.h) on 1 MiB frames, the ring's

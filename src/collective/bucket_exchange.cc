@@ -84,7 +84,7 @@ absl::Status BucketExchange::Run(net::RingTransport* ring, absl::Span<float> gra
   }
   Stopwatch watch;
   SelectTopKWithFeedback(grads, residual_.span(), TopKCount(sparse_count_, density), dense_ranges_,
-                         &selection_);
+                         &selection_, &topk_scratch_);
   pending_ = Pending::kSelected;
   EncodeSparse(selection_, static_cast<uint32_t>(length_), spec.zstd_level, &encoded_);
   stats->encode_ms += watch.ElapsedMs();

@@ -90,7 +90,8 @@ class BucketExchange {
   size_t sparse_count_ = 0;
   AlignedBuffer<float> residual_;
   Pending pending_ = Pending::kNothing;
-  SparseVector selection_;  // the last top-k Run's entries (kept for Rollback)
+  SparseVector selection_;    // the last top-k Run's entries (kept for Rollback)
+  TopKScratch topk_scratch_;  // SelectTopKWithFeedback's working memory, kept across steps
   std::vector<uint8_t> encoded_;
 };
 

@@ -26,13 +26,15 @@ std::vector<IndexRange> Complement(size_t n, const std::vector<IndexRange>& dens
 // The magnitude threshold expected to let about `want` of `count` sparse entries
 // through, from a sample of |grads + residual| at deterministic positions.
 float SampledThreshold(absl::Span<const float> grads, absl::Span<const float> residual,
-                       const std::vector<IndexRange>& sparse, size_t count, double want) {
+                       const std::vector<IndexRange>& sparse, size_t count, double want,
+                       std::vector<float>* sample) {
   const double fraction = want / static_cast<double>(count);
   if (fraction >= 1) return 0.0f;
   // Enough samples that ~400 land above the threshold, within bounds.
   size_t samples = static_cast<size_t>(std::min(4e6, std::max(16384.0, 400.0 / fraction)));
   samples = std::min(samples, count);
-  std::vector<float> mags;
+  std::vector<float>& mags = *sample;
+  mags.clear();
   mags.reserve(samples);
   uint64_t state = 0x9E3779B97F4A7C15ull;  // fixed seed: deterministic
   const double stride = static_cast<double>(count) / static_cast<double>(samples);
@@ -165,7 +167,10 @@ size_t TopKCount(size_t sparse_count, double density) {
 }
 
 void SelectTopKWithFeedback(absl::Span<const float> grads, absl::Span<float> residual, size_t k,
-                            const std::vector<IndexRange>& dense_ranges, SparseVector* out) {
+                            const std::vector<IndexRange>& dense_ranges, SparseVector* out,
+                            TopKScratch* scratch) {
+  TopKScratch local;
+  if (scratch == nullptr) scratch = &local;
   const size_t n = grads.size();
   const std::vector<IndexRange> sparse = Complement(n, dense_ranges);
   size_t sparse_count = 0;
@@ -179,11 +184,12 @@ void SelectTopKWithFeedback(absl::Span<const float> grads, absl::Span<float> res
 
   // Candidates: aim 20% above k so one pass almost always suffices; if the sample
   // was unlucky, lower the threshold and pass again over the stored v.
-  std::vector<uint32_t> cand;
+  std::vector<uint32_t>& cand = scratch->cand;
   size_t count = 0;
   if (k > 0) {
     const double want = 1.2 * static_cast<double>(k) + 16;
-    float threshold = SampledThreshold(grads, residual, sparse, sparse_count, want);
+    float threshold =
+        SampledThreshold(grads, residual, sparse, sparse_count, want, &scratch->sample);
     for (const IndexRange& r : sparse) {
       CollectCandidates(grads, residual, r, threshold, true, &cand, &count);
     }
@@ -208,7 +214,8 @@ void SelectTopKWithFeedback(absl::Span<const float> grads, absl::Span<float> res
   // Exactly k: the k-th largest magnitude among candidates, then keep candidates
   // above it and, in index order, as many equal to it as needed.
   if (count > k && k > 0) {
-    std::vector<float> mags(count);
+    std::vector<float>& mags = scratch->cand_mags;
+    mags.resize(count);
     for (size_t j = 0; j < count; ++j) mags[j] = std::fabs(residual[cand[j]]);
     std::nth_element(mags.begin(), mags.begin() + (k - 1), mags.end(), std::greater<float>());
     const float kth = mags[k - 1];
