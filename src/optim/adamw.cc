@@ -133,6 +133,14 @@ AdamW::AdamW(const AdamWConfig& config, size_t n, std::vector<FloatRange> decay_
   add_run(pos, n, false);
 }
 
+AdamW::StepScalars AdamW::ScalarsOf(float lr, int64_t t) const {
+  // Bias corrections in double: b^t for large t underflows gracefully to 0.
+  const double bc1 = 1.0 - std::pow(static_cast<double>(config_.beta1), static_cast<double>(t));
+  const double bc2 = 1.0 - std::pow(static_cast<double>(config_.beta2), static_cast<double>(t));
+  return {static_cast<float>(lr / bc1), static_cast<float>(1.0 / std::sqrt(bc2)),
+          1.0f - lr * config_.weight_decay};
+}
+
 void AdamW::Step(absl::Span<float> params, absl::Span<const float> grads, float lr, int64_t t,
                  float grad_scale) {
   if (params.size() != n_ || grads.size() != n_ || t < 1) {
@@ -140,12 +148,8 @@ void AdamW::Step(absl::Span<float> params, absl::Span<const float> grads, float 
                  params.size(), grads.size(), n_, static_cast<long long>(t));
     std::abort();
   }
-  // Bias corrections in double: b^t for large t underflows gracefully to 0.
-  const double bc1 = 1.0 - std::pow(static_cast<double>(config_.beta1), static_cast<double>(t));
-  const double bc2 = 1.0 - std::pow(static_cast<double>(config_.beta2), static_cast<double>(t));
-  const float step_size = static_cast<float>(lr / bc1);
-  const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
-  const float decay_factor = 1.0f - lr * config_.weight_decay;
+  const StepScalars k = ScalarsOf(lr, t);
+  const float step_size = k.step_size, inv_sqrt_bc2 = k.inv_sqrt_bc2, decay_factor = k.decay_factor;
 
   float* p = params.data();
   const float* g = grads.data();
@@ -172,11 +176,8 @@ void AdamW::StageParams(absl::Span<const float> params, absl::Span<const float> 
         params.size(), grads.size(), params_out.size(), n_, static_cast<long long>(t));
     std::abort();
   }
-  const double bc1 = 1.0 - std::pow(static_cast<double>(config_.beta1), static_cast<double>(t));
-  const double bc2 = 1.0 - std::pow(static_cast<double>(config_.beta2), static_cast<double>(t));
-  const float step_size = static_cast<float>(lr / bc1);
-  const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
-  const float decay_factor = 1.0f - lr * config_.weight_decay;
+  const StepScalars k = ScalarsOf(lr, t);
+  const float step_size = k.step_size, inv_sqrt_bc2 = k.inv_sqrt_bc2, decay_factor = k.decay_factor;
   const float* p = params.data();
   const float* g = grads.data();
   const float* m = m_.data();

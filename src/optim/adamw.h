@@ -141,6 +141,12 @@ class AdamW {
   const std::vector<FloatRange>& decay_ranges() const { return decay_ranges_; }
 
  private:
+  // What Step and StageParams compute once per step: lr / (1-b1^t), 1 / sqrt(1-b2^t)
+  // and the weight decay factor 1 - lr * weight_decay.
+  struct StepScalars {
+    float step_size, inv_sqrt_bc2, decay_factor;
+  };
+  StepScalars ScalarsOf(float lr, int64_t t) const;
   // kPreconditionFloor * rms of v / (1-b2^frozen_t) over the block starting at `block`.
   float BlockFloor(size_t block, float inv_bc2) const;
   // StepPreconditioned's update of v inside `ranges` (sorted, disjoint), of m into

@@ -23,24 +23,19 @@
 #include <vector>
 
 #include "ckpt/checkpoint.h"
+#include "ckpt/pattern.h"
 #include "ckpt/temp_dir.h"
+#include "small_tmpfs.h"
 
 namespace rt::ckpt {
 namespace {
 
 namespace fs = std::filesystem;
 using rt::testing::ReadFile;
+using rt::testing::SmallTmpfs;
 using rt::testing::TempDir;
 
-std::vector<uint8_t> Pattern(size_t n, uint32_t seed) {
-  std::vector<uint8_t> v(n);
-  uint32_t x = seed * 2654435761u + 1;
-  for (size_t i = 0; i < n; ++i) {
-    x = x * 1664525u + 1013904223u;
-    v[i] = static_cast<uint8_t>(x >> 24);
-  }
-  return v;
-}
+using rt::ckpt::testing::Pattern;
 
 CheckpointMeta Meta(int64_t step, uint64_t epoch) {
   CheckpointMeta m;
@@ -95,33 +90,6 @@ std::vector<std::pair<std::string, std::string>> Files(const std::string& dir) {
   for (const std::string& name : Entries(dir)) files.emplace_back(name, ReadFile(dir + "/" + name));
   return files;
 }
-
-// A tmpfs of `size` mounted at `dir` for the life of the object (as the full-disk test
-// in tests/integration/ckpt_disk_test.cc: root only).
-class SmallTmpfs {
- public:
-  SmallTmpfs(std::string dir, const std::string& size) : dir_(std::move(dir)) {
-    fs::create_directories(dir_);
-    const std::string opts = "size=" + size + ",mode=0755";
-    if (::mount("rt-ckpt-test", dir_.c_str(), "tmpfs", 0, opts.c_str()) == 0) {
-      mounted_ = true;
-    } else {
-      error_ = std::strerror(errno);
-    }
-  }
-  ~SmallTmpfs() {
-    if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
-  }
-  SmallTmpfs(const SmallTmpfs&) = delete;
-  SmallTmpfs& operator=(const SmallTmpfs&) = delete;
-  bool mounted() const { return mounted_; }
-  const std::string& error() const { return error_; }
-
- private:
-  std::string dir_;
-  bool mounted_ = false;
-  std::string error_;
-};
 
 // The newest valid checkpoint of `dir` is step `step` and all its sections verify.
 void CheckLatestIs(const std::string& dir, int64_t step) {

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "ckpt/pattern.h"
 #include "ckpt/temp_dir.h"
 
 namespace rt::ckpt {
@@ -22,15 +23,7 @@ namespace {
 namespace fs = std::filesystem;
 using rt::testing::TempDir;
 
-std::vector<uint8_t> Pattern(size_t n, uint32_t seed) {
-  std::vector<uint8_t> v(n);
-  uint32_t x = seed * 2654435761u + 1;
-  for (size_t i = 0; i < n; ++i) {
-    x = x * 1664525u + 1013904223u;
-    v[i] = static_cast<uint8_t>(x >> 24);
-  }
-  return v;
-}
+using rt::ckpt::testing::Pattern;
 
 CheckpointMeta Meta(int64_t step, uint64_t epoch) {
   CheckpointMeta m;

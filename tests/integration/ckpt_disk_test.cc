@@ -23,8 +23,11 @@
 
 #include "ckpt/checkpoint.h"
 #include "fault_harness.h"
+#include "small_tmpfs.h"
 
 namespace {
+
+using rt::testing::SmallTmpfs;
 
 namespace fs = std::filesystem;
 using namespace rt::integration::fault;  // NOLINT: test-local harness
@@ -63,44 +66,6 @@ std::string Join(const std::vector<std::string>& v) {
   for (const std::string& x : v) s += "  " + x + "\n";
   return s;
 }
-
-// A tmpfs of `size` mounted at `dir` for the life of the object.
-class SmallTmpfs {
- public:
-  SmallTmpfs(std::string dir, const std::string& size) : dir_(std::move(dir)) {
-    fs::create_directories(dir_);
-    const std::string opts = "size=" + size + ",mode=0755";
-    if (::mount("rt-ckpt-test", dir_.c_str(), "tmpfs", 0, opts.c_str()) == 0) {
-      mounted_ = true;
-    } else {
-      error_ = std::strerror(errno);
-    }
-  }
-  ~SmallTmpfs() {
-    if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
-  }
-  SmallTmpfs(const SmallTmpfs&) = delete;
-  SmallTmpfs& operator=(const SmallTmpfs&) = delete;
-  bool mounted() const { return mounted_; }
-  const std::string& error() const { return error_; }
-  // Retried for a while: a read-only remount fails (EBUSY) while a checkpoint write
-  // has a file open for writing.
-  bool Remount(bool read_only) {
-    const unsigned long flags = MS_REMOUNT | (read_only ? MS_RDONLY : 0);
-    for (int i = 0; i < 500; ++i) {
-      if (::mount("rt-ckpt-test", dir_.c_str(), "tmpfs", flags, nullptr) == 0) return true;
-      if (errno != EBUSY) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    error_ = std::strerror(errno);
-    return false;
-  }
-
- private:
-  std::string dir_;
-  bool mounted_ = false;
-  std::string error_;
-};
 
 // Writes `path` until the file system is full; true if it ended with ENOSPC.
 bool FillUp(const std::string& path) {
