@@ -116,11 +116,12 @@ TEST_CASE("preconditioned top-k: replicas bit-identical, v frozen after the dens
     std::vector<float> v_frozen[3];
     std::string last_codec;
   };
-  auto run = [&](const std::string& codec, int64_t precondition_from) {
+  auto run = [&](const std::string& codec, int64_t precondition_from, int64_t refresh_every = 0) {
     RingReducerOptions options;
     options.buckets.bucket_bytes = 4096;
     options.buckets.codec = *rt::collective::ParseCodecSpec(codec);
     options.buckets.topk_warmup_steps = warmup;
+    options.buckets.topk_refresh_every = refresh_every;
     options.buckets.precondition_from = precondition_from;
     options.check_every = 1;
     auto reducers = MakeReducers(3, options);
@@ -165,6 +166,22 @@ TEST_CASE("preconditioned top-k: replicas bit-identical, v frozen after the dens
           topk->loss.back(), " (step 1: ", dense->loss.front(), ")");
   CHECK(topk->loss.back() < topk->loss.front() - 0.2);
   CHECK(topk->loss.back() < dense->loss.back() + 0.15);
+
+  // --topk-refresh 3: steps 8 and 11 (0-based; the ramp ends at step 6) send the exact
+  // sum: v learns there, the same on every peer; until step 8 nothing differs.
+  std::unique_ptr<Run> refreshed = run("topk:0.05", warmup, 3);
+  for (int s = 0; s <= 8; ++s) CHECK(refreshed->loss[s] == topk->loss[s]);
+  CHECK(refreshed->loss[9] != topk->loss[9]);
+  for (int r = 0; r < 3; ++r) {
+    INFO("peer ", r);
+    CHECK(std::equal(refreshed->peers[0]->params().begin(), refreshed->peers[0]->params().end(),
+                     refreshed->peers[r]->params().begin()));
+    absl::Span<const float> v = refreshed->peers[r]->optimizer().v();
+    absl::Span<const float> v0 = refreshed->peers[0]->optimizer().v();
+    CHECK(std::equal(v.begin(), v.end(), v0.begin()));
+    CHECK_FALSE(std::equal(v.begin(), v.end(), refreshed->v_frozen[r].begin()));  // it learned
+  }
+  CHECK(refreshed->last_codec == "refresh");  // step 11 was one
 }
 
 TEST_CASE("a param_hash mismatch names the step and the peers on each side") {
