@@ -148,6 +148,12 @@ int RunPlan(const std::vector<std::string>& positional) {
   in.rtt_s = absl::GetFlag(FLAGS_rtt_ms) * 1e-3;
   in.compress = absl::GetFlag(FLAGS_compress);
   in.zero = absl::GetFlag(FLAGS_zero);
+  const double bucket_mb = absl::GetFlag(FLAGS_bucket_mb);
+  if (!(bucket_mb > 0) || bucket_mb > 4096) {
+    std::fprintf(stderr, "ringtrain plan: --bucket-mb must be in (0, 4096], got %g\n", bucket_mb);
+    return 2;
+  }
+  in.bucket_bytes = static_cast<size_t>(bucket_mb * (1 << 20));
   if (in.options.max_batch < 1) {
     std::fprintf(stderr, "ringtrain plan: --batch must be >= 1, got %d\n", in.options.max_batch);
     return 2;
@@ -280,17 +286,18 @@ int RunPlan(const std::vector<std::string>& positional) {
 
   absl::PrintF(
       "{\"params\":%zu,\"flops_per_token\":%.0f,\"tokens_per_step\":%lld,\"zero\":%d,"
-      "\"sharded\":%s,\"memory_bytes\":%.0f,\"activation_bytes\":%.0f,\"ram_bytes\":%.0f,\"fits\":%s,\"max_"
+      "\"sharded\":%s,\"memory_bytes\":%.0f,\"activation_bytes\":%.0f,\"ram_bytes\":%.0f,\"fits\":%"
+      "s,\"max_"
       "batch\":%d,"
       "\"compute_s\":%.6f,\"codecs\":[%s],\"suggested_compress\":\"%s\",\"peer_gflops\":[%s],"
       "\"equal_slots\":[%s],\"balanced_slots\":[%s],\"equal_step_s\":%.6f,"
       "\"balanced_step_s\":%.6f,\"equal_tokens_per_s\":%.1f,\"balanced_tokens_per_s\":%.1f%s}\n",
       p.n_params, p.flops_per_token, static_cast<long long>(p.tokens_per_step), in.zero,
-      p.sharded ? "true" : "false", p.total, p.activations,
-      in.ram_bytes, p.fits ? "true" : "false", p.max_batch_that_fits, p.compute_s,
-      absl::StrJoin(codec_json, ","), p.recommended_codec, absl::StrJoin(p.peer_gflops, ","),
-      absl::StrJoin(p.equal_shares, ","), absl::StrJoin(p.balanced_shares, ","), p.equal_step_s,
-      p.balanced_step_s, p.equal_tokens_per_s, p.balanced_tokens_per_s, cost_json);
+      p.sharded ? "true" : "false", p.total, p.activations, in.ram_bytes, p.fits ? "true" : "false",
+      p.max_batch_that_fits, p.compute_s, absl::StrJoin(codec_json, ","), p.recommended_codec,
+      absl::StrJoin(p.peer_gflops, ","), absl::StrJoin(p.equal_shares, ","),
+      absl::StrJoin(p.balanced_shares, ","), p.equal_step_s, p.balanced_step_s,
+      p.equal_tokens_per_s, p.balanced_tokens_per_s, cost_json);
   return 0;
 }
 
@@ -298,7 +305,7 @@ std::vector<std::string> PlanFlags() {
   std::vector<std::string> flags = ModelFlagNames();
   for (const char* f :
        {"vocab", "compress", "zero", "peers", "ram_gb", "reserve_gb", "gflops", "max_skew",
-        "link_mbps", "rtt_ms", "train_tokens", "price_per_hour", "gpu_prices"}) {
+        "link_mbps", "rtt_ms", "train_tokens", "price_per_hour", "gpu_prices", "bucket_mb"}) {
     flags.emplace_back(f);
   }
   return flags;

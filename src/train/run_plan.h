@@ -56,7 +56,10 @@ struct RunPlanInputs {
   double link_bps = 1e9 / 8;      // bottleneck ring link, bytes/s
   double rtt_s = 0.5e-3;          // per ring hop
   std::string compress = "none";  // none | bf16 | topk:D | auto (the residual memory)
-  int zero = 0;                   // --zero: 0, or 1 (optimizer sharding; see above)
+  // Gradient buckets (train --bucket-mb): the bucket backward finishes last can only be
+  // exchanged after it, so at least its share of the exchange never hides.
+  size_t bucket_bytes = size_t{25} << 20;
+  int zero = 0;  // --zero: 0, or 1 (optimizer sharding; see above)
 };
 
 struct CodecEstimate {
