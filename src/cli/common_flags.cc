@@ -119,6 +119,15 @@ std::vector<std::string> CommFlagNames() {
   return {"probe_every", "comm_budget", "topk_warmup", "topk_refresh"};
 }
 
+absl::StatusOr<size_t> BucketBytesFromFlag() {
+  const double mb = absl::GetFlag(FLAGS_bucket_mb);
+  if (!(mb > 0) || mb > 4096) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--bucket-mb must be in (0, 4096], got %g", mb));
+  }
+  return static_cast<size_t>(mb * (1 << 20));
+}
+
 absl::StatusOr<std::string> ApplyCommFlags(train::RingReducerOptions* options) {
   const std::string compress = absl::GetFlag(FLAGS_compress);
   const int zstd_level = absl::GetFlag(FLAGS_zstd_level);

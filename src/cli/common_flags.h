@@ -77,6 +77,10 @@ std::vector<std::string> CommFlagNames();  // probe_every comm_budget topk_warmu
 // -1 = never (refused with auto). --topk-warmup -1 (the default) = max(75, --steps / 10).
 absl::StatusOr<std::string> ApplyCommFlags(train::RingReducerOptions* options);
 
+// --bucket-mb as bytes (train and plan read the same flag): in (0, 4096] MB, or an error
+// naming the flag and the value (NaN, infinity and absurd sizes would not fit a size_t).
+absl::StatusOr<size_t> BucketBytesFromFlag();
+
 // The ring flags (--hosts --self --rank --secret-file --wait) as a RingSetup for
 // `cluster_id`; the caller adds the fingerprint. Error if --wait is not positive.
 absl::StatusOr<net::RingSetup> RingSetupFromFlags(const std::string& cluster_id);

@@ -148,12 +148,13 @@ int RunPlan(const std::vector<std::string>& positional) {
   in.rtt_s = absl::GetFlag(FLAGS_rtt_ms) * 1e-3;
   in.compress = absl::GetFlag(FLAGS_compress);
   in.zero = absl::GetFlag(FLAGS_zero);
-  const double bucket_mb = absl::GetFlag(FLAGS_bucket_mb);
-  if (!(bucket_mb > 0) || bucket_mb > 4096) {
-    std::fprintf(stderr, "ringtrain plan: --bucket-mb must be in (0, 4096], got %g\n", bucket_mb);
+  const absl::StatusOr<size_t> bucket_bytes = BucketBytesFromFlag();
+  if (!bucket_bytes.ok()) {
+    std::fprintf(stderr, "ringtrain plan: %s\n",
+                 std::string(bucket_bytes.status().message()).c_str());
     return 2;
   }
-  in.bucket_bytes = static_cast<size_t>(bucket_mb * (1 << 20));
+  in.bucket_bytes = *bucket_bytes;
   if (in.options.max_batch < 1) {
     std::fprintf(stderr, "ringtrain plan: --batch must be >= 1, got %d\n", in.options.max_batch);
     return 2;
@@ -286,9 +287,8 @@ int RunPlan(const std::vector<std::string>& positional) {
 
   absl::PrintF(
       "{\"params\":%zu,\"flops_per_token\":%.0f,\"tokens_per_step\":%lld,\"zero\":%d,"
-      "\"sharded\":%s,\"memory_bytes\":%.0f,\"activation_bytes\":%.0f,\"ram_bytes\":%.0f,\"fits\":%"
-      "s,\"max_"
-      "batch\":%d,"
+      "\"sharded\":%s,\"memory_bytes\":%.0f,\"activation_bytes\":%.0f,\"ram_bytes\":%.0f,"
+      "\"fits\":%s,\"max_batch\":%d,"
       "\"compute_s\":%.6f,\"codecs\":[%s],\"suggested_compress\":\"%s\",\"peer_gflops\":[%s],"
       "\"equal_slots\":[%s],\"balanced_slots\":[%s],\"equal_step_s\":%.6f,"
       "\"balanced_step_s\":%.6f,\"equal_tokens_per_s\":%.1f,\"balanced_tokens_per_s\":%.1f%s}\n",

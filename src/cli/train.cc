@@ -187,8 +187,8 @@ absl::StatusOr<std::unique_ptr<train::ElasticReducer>> JoinTrainCluster(
   RETURN_IF_ERROR(shape.Validate());
   const model::ParamLayout layout(shape);
 
-  const double bucket_mb = absl::GetFlag(FLAGS_bucket_mb);
-  if (!(bucket_mb > 0)) return absl::InvalidArgumentError("--bucket-mb must be positive");
+  ASSIGN_OR_RETURN(const size_t bucket_bytes, BucketBytesFromFlag());
+  const double bucket_mb = absl::GetFlag(FLAGS_bucket_mb);  // for the logs and fingerprint
   const double peer_timeout_s = absl::GetFlag(FLAGS_peer_timeout);
   if (!(peer_timeout_s >= 0.1) || peer_timeout_s > 3600) {
     return absl::InvalidArgumentError(
@@ -243,7 +243,7 @@ absl::StatusOr<std::unique_ptr<train::ElasticReducer>> JoinTrainCluster(
   };
   ASSIGN_OR_RETURN(std::shared_ptr<net::TcpNode> node, StartTrainNode(setup));
 
-  ring_options.buckets.bucket_bytes = static_cast<size_t>(bucket_mb * (1 << 20));
+  ring_options.buckets.bucket_bytes = bucket_bytes;
   for (const model::TensorView& t : layout.tensors()) {
     if (!t.weight_decay) {
       ring_options.buckets.dense_ranges.push_back({t.offset, t.offset + t.count});

@@ -21,6 +21,16 @@ rt::train::RunPlanInputs Tiny() {
   return in;
 }
 
+// GPT-2 124M (seq_len 256, batch 4) on 4 peers of 100 GFLOP/s each; links are the test's.
+rt::train::RunPlanInputs Gpt2On4Peers() {
+  rt::train::RunPlanInputs in = Tiny();
+  in.config = {50304, 12, 12, 768, 256};
+  in.options.max_batch = 4;
+  in.peers = 4;
+  in.gflops = {100};
+  return in;
+}
+
 }  // namespace
 
 TEST_CASE("activation estimate equals what Gpt::Create allocates") {
@@ -88,11 +98,7 @@ TEST_CASE("dense ring bytes are 2(N-1)/N of the buffer and top-k is cut where it
 }
 
 TEST_CASE("the suggestion is the least lossy codec that hides behind backward") {
-  rt::train::RunPlanInputs in = Tiny();
-  in.config = {50304, 12, 12, 768, 256};  // GPT-2 124M
-  in.options.max_batch = 4;
-  in.peers = 4;
-  in.gflops = {100};
+  rt::train::RunPlanInputs in = Gpt2On4Peers();
   in.link_bps = 10e9 / 8;  // 10 Gbit/s: dense fits
   auto fast = rt::train::PlanRun(in);
   REQUIRE(fast.ok());
@@ -284,11 +290,7 @@ double LastBucketShare(const rt::train::RunPlanInputs& in) {
 }
 
 TEST_CASE("plan: the bucket backward finishes last is never hidden -- --bucket-mb sets its size") {
-  rt::train::RunPlanInputs in = Tiny();
-  in.config = {50304, 12, 12, 768, 256};  // GPT-2 124M
-  in.options.max_batch = 4;
-  in.peers = 4;
-  in.gflops = {100};
+  rt::train::RunPlanInputs in = Gpt2On4Peers();
   in.link_bps = 100e9 / 8;  // so fast that the whole exchange fits in backward
   for (size_t mb : {25, 100}) {
     CAPTURE(mb);
@@ -306,11 +308,7 @@ TEST_CASE("plan: the bucket backward finishes last is never hidden -- --bucket-m
 }
 
 TEST_CASE("plan --zero 1: the step waits for the allgather -- the suggestion is none or bf16") {
-  rt::train::RunPlanInputs in = Tiny();
-  in.config = {50304, 12, 12, 768, 256};  // GPT-2 124M
-  in.options.max_batch = 4;
-  in.peers = 4;
-  in.gflops = {100};
+  rt::train::RunPlanInputs in = Gpt2On4Peers();
   in.zero = 1;
   in.link_bps = 10e9 / 8;  // 10 Gbit/s: the fp32 reduce-scatter hides
   auto fast = rt::train::PlanRun(in);
