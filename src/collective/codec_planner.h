@@ -116,7 +116,9 @@ double BucketSeconds(size_t b, const CodecSpec& spec, const PlannerInputs& in);
 
 // The `count` rungs of the ladder (each with its faster zstd choice) predicted
 // fastest for bucket b, fastest first, except that a top-k favourite is followed by
-// its other zstd choice (with zstd on): what a caller should time for measured_s.
+// its other zstd choice (with zstd on); then the sparsest top-k density of the ladder
+// if it is not among them (so count + 1 at most): what a caller should time for
+// measured_s.
 std::vector<CodecSpec> FastestCandidates(const PlannerInputs& inputs, const PlannerOptions& options,
                                          size_t b, size_t count);
 
