@@ -59,10 +59,39 @@ RT_AVX2 RT_INLINE float ReduceMax(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// Masked lanes as -inf, for maxima.
-RT_AVX2 RT_INLINE __m256 LoadOrMinusInf(const float* p, __m256i k) {
-  return _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), _mm256_maskload_ps(p, k),
-                          _mm256_castsi256_ps(k));
+// Lane sets for loops over n floats: Full for each whole block of 8, Tail (a mask)
+// for the last, partial one. Kernels are templates over them, so the main loop uses
+// plain loads and stores: vmaskmovps costs more than a plain load or store (here,
+// with one on every block, GELU backward, the causal softmax and cross-entropy took
+// 1.9-3.4x longer), and its store form is reported slower still on AMD Zen 2/3, the
+// CPUs most AVX2 VPSes run (not measured here).
+struct Full {};
+struct Tail {
+  __m256i k;
+};
+
+RT_AVX2 RT_INLINE __m256 Load(const float* p, Full) { return _mm256_loadu_ps(p); }
+RT_AVX2 RT_INLINE __m256 Load(const float* p, Tail t) { return _mm256_maskload_ps(p, t.k); }
+RT_AVX2 RT_INLINE void Store(float* p, __m256 v, Full) { _mm256_storeu_ps(p, v); }
+RT_AVX2 RT_INLINE void Store(float* p, __m256 v, Tail t) { _mm256_maskstore_ps(p, t.k, v); }
+// Lanes outside the set as 0 (sums) or -inf (maxima).
+RT_AVX2 RT_INLINE __m256 ZeroOutside(__m256 v, Full) { return v; }
+RT_AVX2 RT_INLINE __m256 ZeroOutside(__m256 v, Tail t) {
+  return _mm256_and_ps(v, _mm256_castsi256_ps(t.k));
+}
+RT_AVX2 RT_INLINE __m256 LoadOrMinusInf(const float* p, Full) { return _mm256_loadu_ps(p); }
+RT_AVX2 RT_INLINE __m256 LoadOrMinusInf(const float* p, Tail t) {
+  return _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), _mm256_maskload_ps(p, t.k),
+                          _mm256_castsi256_ps(t.k));
+}
+
+// Calls step(j, Full{}) for j = 0, 8, ... while 8 floats remain, then step(j, Tail{...})
+// once for the rest (if any). `step` is a functor whose operator() is RT_AVX2.
+template <class Step>
+RT_AVX2 RT_INLINE void ForEach8(int64_t n, Step& step) {
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) step(j, Full{});
+  if (j < n) step(j, Tail{TailMask(n - j)});
 }
 
 // x * sigmoid(2u), u = k (x + c x^3): the tanh-GELU without cancellation for x < 0.
@@ -107,11 +136,13 @@ RT_AVX2 void GeluForward(float* out, bf16_t* out_h, const float* inp, int64_t n)
   }
 }
 
-RT_AVX2 void GeluBackward(float* d, const float* inp, int64_t n) {
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; i += 8) {
-    const __m256i k = TailMask(n - i);
-    const __m256 x = _mm256_maskload_ps(inp + i, k);
+// d *= gelu'(x) for 8 floats (or the tail's lanes).
+struct GeluBackStep {
+  float* d;
+  const float* inp;
+  template <class Lanes>
+  RT_AVX2 RT_INLINE void operator()(int64_t i, Lanes lanes) const {
+    const __m256 x = Load(inp + i, lanes);
     const __m256 x2 = _mm256_mul_ps(x, x);
     const __m256 u = _mm256_mul_ps(
         _mm256_set1_ps(kGeluK), _mm256_fmadd_ps(_mm256_set1_ps(kGeluC), _mm256_mul_ps(x2, x), x));
@@ -123,71 +154,106 @@ RT_AVX2 void GeluBackward(float* d, const float* inp, int64_t n) {
                                     _mm256_fmadd_ps(_mm256_set1_ps(3.0f * kGeluC), x2, one));
     const __m256 g =
         _mm256_fmadd_ps(_mm256_mul_ps(_mm256_mul_ps(x, sg), _mm256_sub_ps(one, sg)), du, sg);
-    _mm256_maskstore_ps(d + i, k, _mm256_mul_ps(g, _mm256_maskload_ps(d + i, k)));
+    Store(d + i, _mm256_mul_ps(g, Load(d + i, lanes)), lanes);
+  }
+};
+
+RT_AVX2 void GeluBackward(float* d, const float* inp, int64_t n) {
+  const int64_t chunks = (n + kElemChunk - 1) / kElemChunk;
+#pragma omp parallel for schedule(static)
+  for (int64_t ch = 0; ch < chunks; ++ch) {
+    const int64_t i0 = ch * kElemChunk, i1 = std::min(n, i0 + kElemChunk);
+    GeluBackStep step{d + i0, inp + i0};
+    ForEach8(i1 - i0, step);
   }
 }
 
+// Maximum of n floats.
+struct MaxStep {
+  const float* a;
+  __m256 acc = _mm256_set1_ps(-INFINITY);
+  template <class Lanes>
+  RT_AVX2 RT_INLINE void operator()(int64_t j, Lanes lanes) {
+    acc = _mm256_max_ps(acc, LoadOrMinusInf(a + j, lanes));
+  }
+};
+
+// a = exp(a * scale - m), summed (scale 1 for cross-entropy). store = false only sums.
+struct ExpSumStep {
+  float* a;
+  __m256 scale, m;
+  bool store;
+  __m256 sum = _mm256_setzero_ps();
+  template <class Lanes>
+  RT_AVX2 RT_INLINE void operator()(int64_t j, Lanes lanes) {
+    const __m256 e = ZeroOutside(Exp256(_mm256_fmsub_ps(Load(a + j, lanes), scale, m)), lanes);
+    sum = _mm256_add_ps(sum, e);
+    if (store) Store(a + j, e, lanes);
+  }
+};
+
+// a *= s.
+struct ScaleStep {
+  float* a;
+  __m256 s;
+  template <class Lanes>
+  RT_AVX2 RT_INLINE void operator()(int64_t j, Lanes lanes) const {
+    Store(a + j, _mm256_mul_ps(Load(a + j, lanes), s), lanes);
+  }
+};
+
+// Sum of a * d.
+struct DotStep {
+  const float* a;
+  const float* d;
+  __m256 acc = _mm256_setzero_ps();
+  template <class Lanes>
+  RT_AVX2 RT_INLINE void operator()(int64_t j, Lanes lanes) {
+    acc = _mm256_fmadd_ps(Load(a + j, lanes), Load(d + j, lanes), acc);
+  }
+};
+
+// d = a (d - dot) scale.
+struct SoftmaxBackStep {
+  float* d;
+  const float* a;
+  __m256 dot, scale;
+  template <class Lanes>
+  RT_AVX2 RT_INLINE void operator()(int64_t j, Lanes lanes) const {
+    const __m256 g = _mm256_sub_ps(Load(d + j, lanes), dot);
+    Store(d + j, _mm256_mul_ps(_mm256_mul_ps(Load(a + j, lanes), g), scale), lanes);
+  }
+};
+
 RT_AVX2 void SoftmaxRow(float* a, int64_t n, int64_t T, float scale) {
-  __m256 vmax = _mm256_set1_ps(-INFINITY);
-  for (int64_t j = 0; j < n; j += 8)
-    vmax = _mm256_max_ps(vmax, LoadOrMinusInf(a + j, TailMask(n - j)));
-  const __m256 m = _mm256_set1_ps(ReduceMax(vmax) * scale);
-  const __m256 vs = _mm256_set1_ps(scale);
-  __m256 vsum = _mm256_setzero_ps();
-  for (int64_t j = 0; j < n; j += 8) {
-    const __m256i k = TailMask(n - j);
-    const __m256 e = _mm256_and_ps(Exp256(_mm256_fmsub_ps(_mm256_maskload_ps(a + j, k), vs, m)),
-                                   _mm256_castsi256_ps(k));
-    vsum = _mm256_add_ps(vsum, e);
-    _mm256_maskstore_ps(a + j, k, e);
-  }
-  const __m256 inv = _mm256_set1_ps(1.0f / ReduceAdd(vsum));
-  for (int64_t j = 0; j < n; j += 8) {
-    const __m256i k = TailMask(n - j);
-    _mm256_maskstore_ps(a + j, k, _mm256_mul_ps(_mm256_maskload_ps(a + j, k), inv));
-  }
+  MaxStep max{a};
+  ForEach8(n, max);
+  ExpSumStep exp{a, _mm256_set1_ps(scale), _mm256_set1_ps(ReduceMax(max.acc) * scale), true};
+  ForEach8(n, exp);
+  ScaleStep normalise{a, _mm256_set1_ps(1.0f / ReduceAdd(exp.sum))};
+  ForEach8(n, normalise);
   for (int64_t j = n; j < T; ++j) a[j] = 0.0f;
 }
 
 RT_AVX2 void SoftmaxBackRow(float* d, const float* a, int64_t n, int64_t T, float scale) {
-  __m256 vdot = _mm256_setzero_ps();
-  for (int64_t j = 0; j < n; j += 8) {
-    const __m256i k = TailMask(n - j);
-    vdot = _mm256_fmadd_ps(_mm256_maskload_ps(a + j, k), _mm256_maskload_ps(d + j, k), vdot);
-  }
-  const __m256 dot = _mm256_set1_ps(ReduceAdd(vdot));
-  const __m256 vs = _mm256_set1_ps(scale);
-  for (int64_t j = 0; j < n; j += 8) {
-    const __m256i k = TailMask(n - j);
-    const __m256 g = _mm256_sub_ps(_mm256_maskload_ps(d + j, k), dot);
-    _mm256_maskstore_ps(d + j, k,
-                        _mm256_mul_ps(_mm256_mul_ps(_mm256_maskload_ps(a + j, k), g), vs));
-  }
+  DotStep dot{a, d};
+  ForEach8(n, dot);
+  SoftmaxBackStep back{d, a, _mm256_set1_ps(ReduceAdd(dot.acc)), _mm256_set1_ps(scale)};
+  ForEach8(n, back);
   for (int64_t j = n; j < T; ++j) d[j] = 0.0f;
 }
 
 RT_AVX2 double CrossEntropyRow(float* x, int64_t V, int32_t target, bool backward, float gs) {
-  __m256 vmax = _mm256_set1_ps(-INFINITY);
-  for (int64_t j = 0; j < V; j += 8)
-    vmax = _mm256_max_ps(vmax, LoadOrMinusInf(x + j, TailMask(V - j)));
-  const float mx = ReduceMax(vmax);
-  const __m256 m = _mm256_set1_ps(mx);
+  MaxStep max{x};
+  ForEach8(V, max);
+  const float mx = ReduceMax(max.acc);
   const float xt = x[target];
-  __m256 vsum = _mm256_setzero_ps();
-  for (int64_t j = 0; j < V; j += 8) {
-    const __m256i k = TailMask(V - j);
-    const __m256 e = _mm256_and_ps(Exp256(_mm256_sub_ps(_mm256_maskload_ps(x + j, k), m)),
-                                   _mm256_castsi256_ps(k));
-    vsum = _mm256_add_ps(vsum, e);
-    if (backward) _mm256_maskstore_ps(x + j, k, e);
-  }
-  const float sum = ReduceAdd(vsum);
+  ExpSumStep exp{x, _mm256_set1_ps(1.0f), _mm256_set1_ps(mx), backward};
+  ForEach8(V, exp);
+  const float sum = ReduceAdd(exp.sum);
   if (backward) {
-    const __m256 s = _mm256_set1_ps(gs / sum);
-    for (int64_t j = 0; j < V; j += 8) {
-      const __m256i k = TailMask(V - j);
-      _mm256_maskstore_ps(x + j, k, _mm256_mul_ps(_mm256_maskload_ps(x + j, k), s));
-    }
+    ScaleStep scale{x, _mm256_set1_ps(gs / sum)};
+    ForEach8(V, scale);
     x[target] -= gs;
   }
   return std::log(static_cast<double>(sum)) + mx - xt;
