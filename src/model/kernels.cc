@@ -54,6 +54,13 @@ RT_AVX512 RT_INLINE __mmask16 TailMask(int64_t left) {
   return left >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << left) - 1u);
 }
 
+// ---- bias gradient -----------------------------------------------------------------
+
+RT_AVX512 void BiasBackwardAvx512(float* db, const float* dout, int64_t M, int64_t N,
+                                  bf16_t* dout_bf16) {
+  BiasBackwardBody(db, dout, M, N, dout_bf16);
+}
+
 // ---- layer norm --------------------------------------------------------------------
 
 RT_AVX512 void LnForwardAvx512(float* o, bf16_t* oh, float* m, float* s, const float* x,
@@ -405,18 +412,12 @@ void EmbeddingBackward(float* dwte, float* dwpe, const float* dx, const int32_t*
 }
 
 void BiasBackward(float* db, const float* dout, int64_t M, int64_t N, bf16_t* dout_bf16) {
-  const int64_t chunks = (N + kColChunk - 1) / kColChunk;
-#pragma omp parallel for schedule(static)
-  for (int64_t ch = 0; ch < chunks; ++ch) {
-    const int64_t c0 = ch * kColChunk, c1 = std::min(N, c0 + kColChunk);
-    float acc[kColChunk] = {};
-    for (int64_t r = 0; r < M; ++r) {
-      const float* d = dout + r * N;
-#pragma omp simd
-      for (int64_t i = c0; i < c1; ++i) acc[i - c0] += d[i];
-      if (dout_bf16 != nullptr) FloatToBf16N(d + c0, dout_bf16 + r * N + c0, c1 - c0);
-    }
-    for (int64_t i = c0; i < c1; ++i) db[i] += acc[i - c0];
+  if (UseAvx512()) {
+    BiasBackwardAvx512(db, dout, M, N, dout_bf16);
+  } else if (UseAvx2()) {
+    avx2::BiasBackward(db, dout, M, N, dout_bf16);
+  } else {
+    BiasBackwardBody(db, dout, M, N, dout_bf16);
   }
 }
 

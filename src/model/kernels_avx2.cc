@@ -116,6 +116,10 @@ RT_AVX2 void LayerNormBackward(float* dinp, float* dw, float* db, const float* d
   LnBackwardBody(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
 }
 
+RT_AVX2 void BiasBackward(float* db, const float* dout, int64_t M, int64_t N, bf16_t* dout_bf16) {
+  BiasBackwardBody(db, dout, M, N, dout_bf16);
+}
+
 RT_AVX2 void GeluForward(float* out, bf16_t* out_h, const float* inp, int64_t n) {
   const int64_t chunks = (n + kElemChunk - 1) / kElemChunk;
 #pragma omp parallel

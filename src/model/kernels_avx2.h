@@ -14,6 +14,7 @@ void LayerNormForward(float* out_f32, bf16_t* out_bf16, float* mean, float* rstd
                       const float* w, const float* b, int64_t N, int64_t C);
 void LayerNormBackward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
                        const float* w, const float* mean, const float* rstd, int64_t N, int64_t C);
+void BiasBackward(float* db, const float* dout, int64_t M, int64_t N, bf16_t* dout_bf16);
 void GeluForward(float* out_f32, bf16_t* out_bf16, const float* inp, int64_t n);
 void GeluBackward(float* dinout, const float* inp, int64_t n);
 // One causal row: a[0..n) = softmax(scale * a[0..n)), a[n..T) = 0.

@@ -107,4 +107,44 @@ RT_INLINE void LnBackwardBody(float* dinp, float* dw, float* db, const float* do
     }
   }
 }
+
+// Bias gradient db[j] += sum over the M rows of dout[r][j], and (bf16 runs) the bf16
+// copy of dout. dout is read once, row by row: rows go in blocks of kBiasRows, each
+// summed in row order into its own partial (the copy converts whole rows on the way),
+// then the partials in block order. The same bits for any thread count. (Summing a
+// column chunk over all rows, as before, read dout 64 floats per row at a stride, and
+// converted it 64 floats per call: 3.9% of a bf16 step on 2 threads.)
+constexpr int64_t kBiasRows = 32;
+
+RT_INLINE void BiasBackwardBody(float* db, const float* dout, int64_t M, int64_t N,
+                                bf16_t* dout_bf16) {
+  const int64_t blocks = (M + kBiasRows - 1) / kBiasRows;
+  const int64_t chunks = (N + kColChunk - 1) / kColChunk;
+  std::vector<float> partial(static_cast<size_t>(blocks * N), 0.0f);  // (blocks, N)
+#pragma omp parallel
+  {
+#pragma omp for schedule(static)
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      float* acc = partial.data() + blk * N;
+      for (int64_t r = blk * kBiasRows; r < std::min(M, (blk + 1) * kBiasRows); ++r) {
+        const float* d = dout + r * N;
+#pragma omp simd
+        for (int64_t i = 0; i < N; ++i) acc[i] += d[i];
+        if (dout_bf16 != nullptr) FloatToBf16N(d, dout_bf16 + r * N, N);
+      }
+    }
+    // (the barrier at the end of the loop above: every partial is complete)
+#pragma omp for schedule(static)
+    for (int64_t ch = 0; ch < chunks; ++ch) {
+      const int64_t c0 = ch * kColChunk, c1 = std::min(N, c0 + kColChunk);
+      float sum[kColChunk] = {};
+      for (int64_t blk = 0; blk < blocks; ++blk) {
+        const float* p = partial.data() + blk * N;
+#pragma omp simd
+        for (int64_t i = c0; i < c1; ++i) sum[i - c0] += p[i];
+      }
+      for (int64_t i = c0; i < c1; ++i) db[i] += sum[i - c0];
+    }
+  }
+}
 }  // namespace rt::model::kernel_body

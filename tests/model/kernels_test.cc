@@ -9,8 +9,10 @@
 #include "model/kernels.h"
 
 #include <doctest/doctest.h>
+#include <omp.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <vector>
 
@@ -212,6 +214,18 @@ TEST_CASE("bias backward sums rows and accumulates") {
     for (int64_t m = 0; m < M; ++m) s += d[m * N + n];
     CHECK(db[n] == doctest::Approx(s).epsilon(1e-5));
   }
+  // The same bits on 1 thread and on 2 (peers with different core counts stay replicas),
+  // over several row blocks and a partial one.
+  const int64_t M2 = 101;
+  const std::vector<float> d2 = GaussianVector(M2 * N, 14);
+  std::vector<float> one(N, 0.5f), two(N, 0.5f);
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  BiasBackward(one.data(), d2.data(), M2, N);
+  omp_set_num_threads(2);
+  BiasBackward(two.data(), d2.data(), M2, N);
+  omp_set_num_threads(saved);
+  CHECK(std::memcmp(one.data(), two.data(), N * sizeof(float)) == 0);
 }
 
 TEST_CASE("bulk bf16 conversion equals the scalar rounding, NaN stays NaN") {
