@@ -120,6 +120,16 @@ RT_AVX2 void BiasBackward(float* db, const float* dout, int64_t M, int64_t N, bf
   BiasBackwardBody(db, dout, M, N, dout_bf16);
 }
 
+// o = gelu(x) for 8 floats (or the tail's lanes).
+struct GeluStep {
+  float* o;
+  const float* x;
+  template <class Lanes>
+  RT_AVX2 RT_INLINE void operator()(int64_t i, Lanes lanes) const {
+    Store(o + i, Gelu8(Load(x + i, lanes)), lanes);
+  }
+};
+
 RT_AVX2 void GeluForward(float* out, bf16_t* out_h, const float* inp, int64_t n) {
   const int64_t chunks = (n + kElemChunk - 1) / kElemChunk;
 #pragma omp parallel
@@ -129,12 +139,8 @@ RT_AVX2 void GeluForward(float* out, bf16_t* out_h, const float* inp, int64_t n)
     for (int64_t ch = 0; ch < chunks; ++ch) {
       const int64_t i0 = ch * kElemChunk, i1 = std::min(n, i0 + kElemChunk);
       float* o = out != nullptr ? out + i0 : tmp.data();
-      int64_t i = i0;
-      for (; i + 8 <= i1; i += 8) _mm256_storeu_ps(o + (i - i0), Gelu8(_mm256_loadu_ps(inp + i)));
-      if (i < i1) {
-        const __m256i k = TailMask(i1 - i);
-        _mm256_maskstore_ps(o + (i - i0), k, Gelu8(_mm256_maskload_ps(inp + i, k)));
-      }
+      GeluStep step{o, inp + i0};
+      ForEach8(i1 - i0, step);
       if (out_h != nullptr) FloatToBf16N(o, out_h + i0, i1 - i0);
     }
   }
