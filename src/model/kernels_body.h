@@ -120,12 +120,17 @@ RT_INLINE void BiasBackwardBody(float* db, const float* dout, int64_t M, int64_t
                                 bf16_t* dout_bf16) {
   const int64_t blocks = (M + kBiasRows - 1) / kBiasRows;
   const int64_t chunks = (N + kColChunk - 1) / kColChunk;
-  std::vector<float> partial(static_cast<size_t>(blocks * N), 0.0f);  // (blocks, N)
+  // (blocks, N), kept per calling thread: a fresh vector per call (up to ~1 MB, four calls
+  // per layer and step) is mapped and faulted in anew each time. The parallel region uses
+  // only `base`: inside it, the name `partial` would be each worker's own thread_local.
+  thread_local std::vector<float> partial;
+  partial.assign(static_cast<size_t>(blocks * N), 0.0f);
+  float* const base = partial.data();
 #pragma omp parallel
   {
 #pragma omp for schedule(static)
     for (int64_t blk = 0; blk < blocks; ++blk) {
-      float* acc = partial.data() + blk * N;
+      float* acc = base + blk * N;
       for (int64_t r = blk * kBiasRows; r < std::min(M, (blk + 1) * kBiasRows); ++r) {
         const float* d = dout + r * N;
 #pragma omp simd
@@ -139,7 +144,7 @@ RT_INLINE void BiasBackwardBody(float* db, const float* dout, int64_t M, int64_t
       const int64_t c0 = ch * kColChunk, c1 = std::min(N, c0 + kColChunk);
       float sum[kColChunk] = {};
       for (int64_t blk = 0; blk < blocks; ++blk) {
-        const float* p = partial.data() + blk * N;
+        const float* p = base + blk * N;
 #pragma omp simd
         for (int64_t i = c0; i < c1; ++i) sum[i - c0] += p[i];
       }
