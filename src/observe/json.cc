@@ -152,10 +152,13 @@ class JsonParser {
     pos_ += word.size();
     return true;
   }
+  // `depth` counts the containers around this value: a container opened here is
+  // number depth + 1, refused past max_depth_ (so max_depth_ = 1 allows "[1]" but not
+  // "[[1]]", the bound the header states).
   bool Value(JsonValue* v, int depth) {
-    if (depth > max_depth_) return Fail("nested too deeply");
     if (pos_ >= s_.size()) return Fail("unexpected end of input");
     const char c = s_[pos_];
+    if ((c == '{' || c == '[') && depth >= max_depth_) return Fail("nested too deeply");
     if (c == '{') return Object(v, depth);
     if (c == '[') return Array(v, depth);
     if (c == '"') {
