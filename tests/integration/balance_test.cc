@@ -13,6 +13,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <string>
@@ -53,6 +54,11 @@ std::vector<std::string> BalanceArgs(const std::string& data, int steps,
           "--steps=" + std::to_string(steps),
           "--global-batch=32",
           "--balance=" + balance};
+}
+
+// Wall-clock time, unix seconds: the clock of the metrics lines' "time".
+double UnixNowS() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 int Slots(const Metric& m) { return static_cast<int>(JsonNumber(m.line, "slots")); }
@@ -159,18 +165,22 @@ TEST_CASE("balance: 3 peers, repeated short SIGSTOPs slow one, then another -- s
   TempDir tmp;
   WriteFaultData(tmp / "data");
   const int base = TestBasePort() + 30;
-  constexpr int kSteps = 60, kSwitch = 30;
+  constexpr int kSteps = 70, kSwitch = 30;
   FaultCluster c(tmp / "run", 3, BalanceArgs(tmp / "data", kSteps, "on"), base);
   c.WriteHostsAll({0, 1, 2});
   for (int i = 0; i < 3; ++i) c.Start(i);
   // The throttle: the slow peer is stopped 60 ms of every 100 (SIGSTOP/SIGCONT, far
   // below --peer-timeout 5 s), peer 1 until some peer reports step kSwitch, then peer 2.
+  // The throttle notes the wall-clock time of its first stop of peer 2: the steps are
+  // split into before and after by the "time" of their metrics lines, not by the step
+  // this test happened to have read when it switched (reading can lag the peers).
   std::atomic<bool> done{false};
   std::atomic<int> slow{1};
-  std::atomic<int64_t> switched_at{-1};
+  std::atomic<double> switched_unix_s{0};
   std::thread throttle([&] {
     while (!done.load()) {
       const int who = slow.load();
+      if (who == 2 && switched_unix_s.load() == 0) switched_unix_s.store(UnixNowS());
       c.Signal(who, SIGSTOP);
       std::this_thread::sleep_for(std::chrono::milliseconds(60));
       c.Signal(who, SIGCONT);
@@ -185,19 +195,31 @@ TEST_CASE("balance: 3 peers, repeated short SIGSTOPs slow one, then another -- s
       if (t->joinable()) t->join();
     }
   } join{&done, &throttle};
-  const bool reached =
-      c.WaitUntil([&] { return c.LastStep(0) >= kSwitch || c.LastStep(1) >= kSwitch; }, 150);
-  const int64_t at = std::max(c.LastStep(0), c.LastStep(1));
+  const bool reached = c.WaitUntil(
+      [&] {
+        for (int i = 0; i < 3; ++i) {
+          if (c.LastStep(i) >= kSwitch) return true;
+        }
+        return false;
+      },
+      150);
   slow.store(2);
-  switched_at.store(at);
   REQUIRE_MESSAGE(reached, c.Dump());
   const std::vector<std::map<int64_t, Metric>> by_peer = RunToEnd(c, 200);
   done.store(true);
   throttle.join();
   for (int i = 0; i < 3; ++i) c.Signal(i, SIGCONT);
   CheckStepsAgree(by_peer, kSteps, 32);
+  // The last step peer 0 ended before peer 2's first stop.
+  int64_t at = 0;
+  for (const auto& [step, m] : by_peer[0]) {
+    if (JsonNumber(m.line, "time") <= switched_unix_s.load()) at = step;
+  }
   MESSAGE("slots per step (peers 0 1 2), slow peer 1 then 2 after step " << at << ":\n"
                                                                          << SlotsTable(by_peer));
+  // Enough steps on both sides to judge (the switch is asked for at step kSwitch).
+  REQUIRE_MESSAGE(at >= 25, "switched at step " << at);
+  REQUIRE_MESSAGE(at + 20 <= kSteps, "switched at step " << at);
   // No view changed: the stops were far below --peer-timeout.
   CHECK(by_peer[0].at(kSteps).epoch == by_peer[0].at(1).epoch);
   // Before the switch peer 1 has the fewest slots (steps 15..switch), after it peer 2
