@@ -17,6 +17,7 @@
 #include "core/aligned_buffer.h"
 #include "core/bf16.h"
 #include "core/clock.h"
+#include "model/causal_attention.h"
 #include "model/kernels.h"
 #include "model/matmul.h"
 
@@ -181,6 +182,7 @@ class GptImpl {
   bool bf16_;
   MatType mt_;
   int64_t C_, V_, Tmax_, NH_, hs_, L_, Mmax_, lm_rows_;
+  int64_t attn_block_;  // rows per causal attention block
   const float* params_ = nullptr;
   AlignedBuffer<bf16_t> params_h_;  // bf16 copy of the weights (bf16 runs)
   AlignedBuffer<float> f32_;
@@ -217,8 +219,14 @@ GptImpl::GptImpl(const GptConfig& c, const GptOptions& o, bool allocate)
   hs_ = C_ / NH_;
   L_ = c.n_layers;
   Mmax_ = static_cast<int64_t>(o.max_batch) * Tmax_;
-  // LM-head rows per chunk: logits of at most 16M floats (64 MB) exist at a time.
-  lm_rows_ = std::clamp<int64_t>((int64_t{16} << 20) / V_, 1, Mmax_);
+  attn_block_ = o.attention_block > 0 ? o.attention_block : AttentionBlock(Tmax_);
+  // LM-head rows per chunk: logits of about 16M floats (64 MB) exist at a time. The
+  // rows are split into equal chunks rounded up to a multiple of 64: oneDNN's bf16
+  // kernels block rows by 16-64, and a ragged last chunk (1024 rows at vocab 50,257 were
+  // 333+333+333+25) cost the LM head 8% of its time on the 124M shape.
+  const int64_t cap_rows = std::max<int64_t>((int64_t{16} << 20) / V_, 1);
+  const int64_t chunks = (Mmax_ + cap_rows - 1) / cap_rows;
+  lm_rows_ = std::min(Mmax_, ((Mmax_ + chunks - 1) / chunks + 63) / 64 * 64);
 
   const size_t M = static_cast<size_t>(Mmax_), C = static_cast<size_t>(C_);
   const size_t A = static_cast<size_t>(o.max_batch) * NH_ * Tmax_ * Tmax_;
@@ -346,25 +354,20 @@ void GptImpl::BlockForward(int l, int B, int T, const float* x_in, float* x_out,
     Timed t(this, kBf16Convert);
     ToBf16(a.qkv_h, a.qkv, 3 * M * C);
   }
-  // Heads are read in place from qkv (B,T,3C): head h of Q is columns [h*hs, (h+1)*hs).
-  const MatOperand q_view{{B, NH, T, hs}, {T * 3 * C, hs, 3 * C, 1}};
-  const MatOperand kt_view{{B, NH, hs, T}, {T * 3 * C, hs, 1, 3 * C}};
-  const MatOperand att_view{{B, NH, T, T}, {NH * T * T, T * T, T, 1}};
-  const MatOperand y_view{{B, NH, T, hs}, {T * C, hs, C, 1}};
+  // Heads are read in place from qkv (B,T,3C), in blocks that skip the causal mask.
+  const AttentionDims ad{B, NH, T, hs, attn_block_};
   const void* qkv_mm = Mm(a.qkv, a.qkv_h);
   {
     Timed t(this, kAttnMatmul);  // scores (B,NH,T,T) = Q @ K^T
-    mm_.Run(mt_, q_view, qkv_mm, kt_view, Offset(qkv_mm, C), att_view, a.att, nullptr, false);
+    AttentionScores(mm_, mt_, ad, qkv_mm, a.att);
   }
   {
     Timed t(this, kSoftmax);
-    CausalSoftmaxForward(a.att, a.att_h, static_cast<int64_t>(B) * NH, T,
-                         1.0f / std::sqrt(static_cast<float>(hs)));
+    CausalSoftmaxForward(a.att, a.att_h, B * NH, T, 1.0f / std::sqrt(static_cast<float>(hs)));
   }
   {
     Timed t(this, kAttnMatmul);  // y (B,T,NH,hs) = att @ V, written straight into (B,T,C)
-    mm_.Run(mt_, att_view, Mm(a.att, a.att_h), q_view, Offset(qkv_mm, 2 * C), y_view, a.atty,
-            nullptr, false);
+    AttentionValues(mm_, mt_, ad, Mm(a.att, a.att_h), qkv_mm, a.atty);
   }
   if (bf16_) {
     Timed t(this, kBf16Convert);
@@ -459,32 +462,24 @@ void GptImpl::BlockBackward(int l, int B, int T, const float* x_in, BlockActs& a
     LinearBackwardWeight(g + o.attproj_w, dres_mm, Mm(a.atty, a.atty_h), M, C, C);
   }
   to_bf16(dsmall_h_, dsmall_, M * C);
-  const MatOperand head_view{{B, NH, T, hs}, {T * 3 * C, hs, 3 * C, 1}};    // Q, K or V
-  const MatOperand head_t_view{{B, NH, hs, T}, {T * 3 * C, hs, 1, 3 * C}};  // K^T or V^T
-  const MatOperand y_view{{B, NH, T, hs}, {T * C, hs, C, 1}};               // datty heads
-  const MatOperand att_view{{B, NH, T, T}, {NH * T * T, T * T, T, 1}};
-  const MatOperand att_t_view{{B, NH, T, T}, {NH * T * T, T * T, 1, T}};
+  const AttentionDims ad{B, NH, T, hs, attn_block_};
   const void* qkv_mm = Mm(a.qkv, a.qkv_h);
   const void* dy_mm = Mm(dsmall_, dsmall_h_);
   {
     Timed t(this, kAttnMatmul);
     // datt (B,NH,T,T) = dy @ V^T ; dV = att^T @ dy (into the V columns of dqkv).
-    mm_.Run(mt_, y_view, dy_mm, head_t_view, Offset(qkv_mm, 2 * C), att_view, datt_, nullptr,
-            false);
-    mm_.Run(mt_, att_t_view, Mm(a.att, a.att_h), y_view, dy_mm, head_view, dqkv_ + 2 * C, nullptr,
-            false);
+    AttentionGradScores(mm_, mt_, ad, dy_mm, qkv_mm, datt_);
+    AttentionGradValues(mm_, mt_, ad, Mm(a.att, a.att_h), dy_mm, dqkv_);
   }
   {
     Timed t(this, kSoftmax);  // datt -> dscores (B,NH,T,T)
-    CausalSoftmaxBackward(datt_, bf16_ ? datt_h_ : nullptr, a.att, static_cast<int64_t>(B) * NH, T,
+    CausalSoftmaxBackward(datt_, bf16_ ? datt_h_ : nullptr, a.att, B * NH, T,
                           1.0f / std::sqrt(static_cast<float>(hs)));
   }
   {
     Timed t(this, kAttnMatmul);
-    const void* ds_mm = Mm(datt_, datt_h_);
     // dQ = dscores @ K ; dK = dscores^T @ Q (into the Q and K columns of dqkv).
-    mm_.Run(mt_, att_view, ds_mm, head_view, Offset(qkv_mm, C), head_view, dqkv_, nullptr, false);
-    mm_.Run(mt_, att_t_view, ds_mm, head_view, qkv_mm, head_view, dqkv_ + C, nullptr, false);
+    AttentionGradQueryKey(mm_, mt_, ad, Mm(datt_, datt_h_), qkv_mm, dqkv_);
   }
   const void* dqkv_mm = Mm(dqkv_, dqkv_h_);
   {
@@ -605,6 +600,10 @@ absl::StatusOr<std::unique_ptr<Gpt>> Gpt::Create(const GptConfig& config,
     return absl::InvalidArgumentError(
         absl::StrCat("max_batch must be at least 1, got ", options.max_batch));
   }
+  if (options.attention_block < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "attention_block must be 0 (auto) or positive, got ", options.attention_block));
+  }
   auto impl = std::make_unique<GptImpl>(config, options);
   if (absl::Status s = impl->ProbeMatmul(); !s.ok()) return s;
   return std::unique_ptr<Gpt>(new Gpt(std::move(impl)));
@@ -623,6 +622,10 @@ absl::StatusOr<size_t> Gpt::EstimateActivationBytes(const GptConfig& config,
   if (options.max_batch < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_batch must be at least 1, got ", options.max_batch));
+  }
+  if (options.attention_block < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "attention_block must be 0 (auto) or positive, got ", options.attention_block));
   }
   // The same sizing code as Create(), minus the allocations.
   return GptImpl(config, options, /*allocate=*/false).activation_bytes;

@@ -30,6 +30,9 @@ struct GptOptions {
   Precision precision = Precision::kFp32;
   bool recompute = false;  // keep only block inputs; recompute each block in backward
   int max_batch = 1;       // largest B passed to ForwardBackward/Loss/LastLogits
+  // Rows per block of the causal attention matmuls (model/causal_attention.h); 0 picks
+  // AttentionBlock(seq_len). Results do not depend on it beyond float rounding.
+  int attention_block = 0;
 };
 
 // Wall time per layer kind, accumulated over calls while profiling is on (ms).

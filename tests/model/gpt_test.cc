@@ -31,8 +31,9 @@ Batch RandomBatch(const GptConfig& c, int B, int T, uint64_t seed) {
   return b;
 }
 
-std::unique_ptr<Gpt> MakeGpt(const GptConfig& c, Precision p, bool recompute, int max_batch) {
-  auto g = Gpt::Create(c, GptOptions{p, recompute, max_batch});
+std::unique_ptr<Gpt> MakeGpt(const GptConfig& c, Precision p, bool recompute, int max_batch,
+                             int attention_block = 0) {
+  auto g = Gpt::Create(c, GptOptions{p, recompute, max_batch, attention_block});
   REQUIRE(g.ok());
   return std::move(g).value();
 }
@@ -69,6 +70,9 @@ TEST_CASE("Create rejects bad configs with clear messages") {
   auto g = Gpt::Create(kTiny, GptOptions{Precision::kFp32, false, 0});
   REQUIRE_FALSE(g.ok());
   CHECK(g.status().message().find("max_batch") != absl::string_view::npos);
+  g = Gpt::Create(kTiny, GptOptions{Precision::kFp32, false, 1, -4});
+  REQUIRE_FALSE(g.ok());
+  CHECK(g.status().message().find("attention_block") != absl::string_view::npos);
   CHECK(ParsePrecision("fp16").status().message().find("fp16") != absl::string_view::npos);
   CHECK(ParsePrecision("fp32").value() == Precision::kFp32);
   CHECK(ParsePrecision("bf16").value() == Precision::kBf16);
@@ -94,7 +98,14 @@ TEST_CASE("layout: aligned, disjoint, in order, flop params exclude wpe") {
 
 TEST_CASE("fp32 loss, logits and every gradient match the double reference") {
   const int B = 2, T = kTiny.seq_len;
-  auto g = MakeGpt(kTiny, Precision::kFp32, false, B);
+  // Attention in one block (auto at this length), in blocks of 1 row (exactly the
+  // causal triangle) and of 3 (a ragged last block).
+  int block = 0;
+  SUBCASE("whole rows") { block = 0; }
+  SUBCASE("blocks of 1") { block = 1; }
+  SUBCASE("blocks of 3") { block = 3; }
+  CAPTURE(block);
+  auto g = MakeGpt(kTiny, Precision::kFp32, false, B, block);
   std::vector<float> p = TestParams(*g, 7);
   Batch batch = RandomBatch(kTiny, B, T, 3);
   std::vector<float> grads(p.size(), 0.0f);
@@ -166,7 +177,12 @@ TEST_CASE("fp32 gradient matches reference directional derivatives at a larger s
   const GptConfig c{200, 2, 4, 128, 64};
 #endif
   const int B = 2, T = c.seq_len;
-  auto g = MakeGpt(c, Precision::kFp32, false, B);
+  // Whole rows (auto at this length), and blocks of 16 rows: four blocked matmuls each.
+  int block = 0;
+  SUBCASE("whole rows") { block = 0; }
+  SUBCASE("blocks of 16") { block = 16; }
+  CAPTURE(block);
+  auto g = MakeGpt(c, Precision::kFp32, false, B, block);
   std::vector<float> p(g->layout().total_floats());
   g->InitParams(absl::MakeSpan(p), 11);
   for (float& x : p) x *= 2.0f;
@@ -265,8 +281,13 @@ TEST_CASE("grad_ready offsets are monotone, end at 0, and each suffix is final")
 TEST_CASE("bf16 loss and gradients stay close to fp32") {
   const GptConfig c{64, 2, 2, 64, 32};
   const int B = 2;
+  // fp32 in whole rows against bf16 in whole rows and in blocks of 8.
+  int block = 0;
+  SUBCASE("whole rows") { block = 0; }
+  SUBCASE("blocks of 8") { block = 8; }
+  CAPTURE(block);
   auto g32 = MakeGpt(c, Precision::kFp32, false, B);
-  auto g16 = MakeGpt(c, Precision::kBf16, false, B);
+  auto g16 = MakeGpt(c, Precision::kBf16, false, B, block);
   std::vector<float> p(g32->layout().total_floats());
   g32->InitParams(absl::MakeSpan(p), 21);
   for (float& x : p) x *= 3.0f;
