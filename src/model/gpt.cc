@@ -4,6 +4,10 @@
 // size, V vocabulary, L blocks, M = B*T rows. Weights are (out, in) row-major, so a
 // linear layer is out = inp @ W^T + b. Every *Backward accumulates into parameter
 // gradients (oneDNN sum post-op, or += in our kernels).
+//
+// This file: activation memory, parameter init, embedding, final layer norm, LM head
+// with cross-entropy, the order of a step, and Gpt's interface. The transformer block
+// is gpt_block.cc, GptImpl's declaration gpt_impl.h.
 #include "model/gpt.h"
 
 #include <omp.h>
@@ -18,40 +22,12 @@
 #include "core/bf16.h"
 #include "core/clock.h"
 #include "model/causal_attention.h"
+#include "model/gpt_impl.h"
 #include "model/kernels.h"
 #include "model/matmul.h"
 
 namespace rt::model {
 namespace {
-
-// Layer kinds timed for `bench compute --profile`.
-enum Kind {
-  kEmbedding,
-  kLayerNorm,
-  kLinearFwd,
-  kLinearBwd,
-  kAttnMatmul,
-  kSoftmax,
-  kGelu,
-  kResidual,
-  kLmHead,
-  kCrossEntropy,
-  kBiasGrad,
-  kBf16Convert,
-  kNumKinds
-};
-const char* const kKindNames[kNumKinds] = {"embedding",
-                                           "layernorm",
-                                           "linear fwd (qkv/proj/fc)",
-                                           "linear bwd (qkv/proj/fc)",
-                                           "attention matmuls",
-                                           "causal softmax",
-                                           "gelu",
-                                           "residual copies",
-                                           "lm head matmuls",
-                                           "softmax+xent",
-                                           "bias grads",
-                                           "bf16 conversion"};
 
 // splitmix64: a counter-based generator, so parameter init is parallel and reproducible.
 uint64_t SplitMix64(uint64_t x) {
@@ -70,144 +46,6 @@ float NormalAt(uint64_t seed, uint64_t i) {
 }
 
 }  // namespace
-
-// Activations of one block for up to max_batch sequences. fp32 runs fill the *_f
-// matmul inputs, bf16 runs the *_h ones (never both).
-struct BlockActs {
-  float* ln1_mean;  // (B,T)
-  float* ln1_rstd;  // (B,T)
-  float* ln1_f;     // (B,T,C)   fp32 only
-  bf16_t* ln1_h;    // (B,T,C)   bf16 only
-  float* qkv;       // (B,T,3C)
-  bf16_t* qkv_h;    // (B,T,3C)  bf16 only
-  float* att;       // (B,NH,T,T) softmax output
-  bf16_t* att_h;    // (B,NH,T,T) bf16 only
-  float* atty;      // (B,T,C)   attention output before projection
-  bf16_t* atty_h;   // (B,T,C)   bf16 only
-  float* res2;      // (B,T,C)   residual after attention
-  float* ln2_mean;  // (B,T)
-  float* ln2_rstd;  // (B,T)
-  float* ln2_f;     // (B,T,C)   fp32 only
-  bf16_t* ln2_h;    // (B,T,C)   bf16 only
-  float* fch;       // (B,T,4C)  fc output before GELU
-  float* gelu_f;    // (B,T,4C)  fp32 only
-  bf16_t* gelu_h;   // (B,T,4C)  bf16 only
-};
-
-class GptImpl {
- public:
-  // allocate == false only sizes the activation memory (Gpt::EstimateActivationBytes).
-  GptImpl(const GptConfig& c, const GptOptions& o, bool allocate = true);
-
-  double ForwardBackward(const float* params, const int32_t* tokens, const int32_t* targets, int B,
-                         float grad_scale, float* grads,
-                         const std::function<void(size_t)>& grad_ready);
-  double Loss(const float* params, const int32_t* tokens, const int32_t* targets, int B);
-  void LastLogits(const float* params, const int32_t* tokens, int B, int T, float* logits);
-  // One small matmul of the model's precision, so that a precision oneDNN cannot run
-  // on this CPU fails in Create() rather than at the first step.
-  absl::Status ProbeMatmul() {
-    std::vector<float> f(64, 0.0f), out(64);
-    std::vector<bf16_t> h(64, 0);
-    LinearForward(out.data(), Mm(f.data(), h.data()), Mm(f.data(), h.data()), nullptr, 8, 8, 8,
-                  false);
-    return mm_.status();
-  }
-  const absl::Status& matmul_status() const { return mm_.status(); }
-
-  GptConfig cfg;
-  ParamLayout layout;
-  GptOptions opt;
-  size_t activation_bytes = 0;
-  bool profiling = false;
-  double kind_ms[kNumKinds] = {};
-
- private:
-  // Bump allocation of all activation/scratch arrays from two aligned buffers.
-  struct Plan {
-    std::vector<std::pair<float**, size_t>> f;
-    std::vector<std::pair<bf16_t**, size_t>> h;
-  };
-  void Allocate(Plan& plan, bool allocate);
-
-  // A timed region for the profile.
-  class Timed {
-   public:
-    Timed(GptImpl* g, Kind k) : g_(g), k_(k), start_ns_(NowNs()) {}
-    ~Timed() { g_->kind_ms[k_] += static_cast<double>(NowNs() - start_ns_) * 1e-6; }
-
-   private:
-    GptImpl* g_;
-    Kind k_;
-    int64_t start_ns_;
-  };
-
-  // Matmul-operand helpers: a `void*` is fp32 or bf16 according to mt_.
-  const void* Mm(const float* f, const bf16_t* h) const {
-    return bf16_ ? static_cast<const void*>(h) : static_cast<const void*>(f);
-  }
-  const void* Offset(const void* p, int64_t elems) const {
-    return static_cast<const char*>(p) + elems * (bf16_ ? 2 : 4);
-  }
-  // Parameter `off` (absolute float offset) as a matmul operand.
-  const void* W(size_t off) const { return Mm(params_ + off, params_h_.data() + off); }
-
-  // out (M,N) = inp (M,K) @ w (N,K)^T (+ b) (+ out if accumulate).
-  void LinearForward(float* out, const void* inp, const void* w, const float* b, int64_t M,
-                     int64_t K, int64_t N, bool accumulate);
-  // dinp (M,K) = dout (M,N) @ w (N,K).
-  void LinearBackwardInput(float* dinp, const void* dout, const void* w, int64_t M, int64_t K,
-                           int64_t N);
-  // dw (N,K) += dout (M,N)^T @ inp (M,K).
-  void LinearBackwardWeight(float* dw, const void* dout, const void* inp, int64_t M, int64_t K,
-                            int64_t N);
-
-  void PrepareParams(const float* params);
-  void Embed(const int32_t* tokens, int B, int T);
-  // Block l on x_in (B,T,C); writes acts and, unless x_out is null, x_out (B,T,C).
-  void BlockForward(int l, int B, int T, const float* x_in, float* x_out, BlockActs& a);
-  // dres (B,T,C): in dL/dx_out, out dL/dx_in. Accumulates into grads of block l.
-  void BlockBackward(int l, int B, int T, const float* x_in, BlockActs& a, float* dres,
-                     float* grads);
-  // Final layer norm of x (rows, C) into lnf_{f,h} rows [0, rows).
-  void FinalLayerNorm(const float* x, int64_t rows);
-  // LM head + cross-entropy over M rows of lnf output; if grads, backward too:
-  // dlnf (M,C) = dL/d(lnf out) and d wte accumulated.
-  double LmHeadLoss(const int32_t* targets, int64_t M, float grad_scale, float* grads);
-  // Runs the blocks forward over resid_[0]; stores activations per block if `store`.
-  void ForwardBlocks(int B, int T, bool store);
-
-  BlockActs& ActsFor(int l, bool store) { return acts_[store && !opt.recompute ? l : 0]; }
-
-  bool bf16_;
-  MatType mt_;
-  int64_t C_, V_, Tmax_, NH_, hs_, L_, Mmax_, lm_rows_;
-  int64_t attn_block_;  // rows per causal attention block
-  const float* params_ = nullptr;
-  AlignedBuffer<bf16_t> params_h_;  // bf16 copy of the weights (bf16 runs)
-  AlignedBuffer<float> f32_;
-  AlignedBuffer<bf16_t> h_;
-  MatmulEngine mm_;
-
-  std::vector<BlockActs> acts_;
-  std::vector<float*> resid_;     // L+1 arrays (B,T,C): block inputs; resid_[L] = final
-  float *lnf_mean_, *lnf_rstd_;   // (B,T)
-  float* lnf_f_;                  // (B,T,C)
-  bf16_t* lnf_h_;                 // (B,T,C)
-  float* logits_;                 // (lm_rows, V)
-  bf16_t* logits_h_;              // (lm_rows, V)
-  float* dres_;                   // (B,T,C)
-  bf16_t* dres_h_;                // (B,T,C)
-  float* dsmall_;                 // (B,T,C)
-  bf16_t* dsmall_h_;              // (B,T,C)
-  float* dbig_;                   // (B,T,4C)
-  bf16_t* dbig_h_;                // (B,T,4C)
-  float* dqkv_;                   // (B,T,3C)
-  bf16_t* dqkv_h_;                // (B,T,3C)
-  float* datt_;                   // (B,NH,T,T)
-  bf16_t* datt_h_;                // (B,NH,T,T)
-  std::vector<float> last_rows_;  // (B,C) for LastLogits
-};
 
 GptImpl::GptImpl(const GptConfig& c, const GptOptions& o, bool allocate)
     : cfg(c), layout(c), opt(o), bf16_(o.precision == Precision::kBf16) {
@@ -334,168 +172,6 @@ void GptImpl::PrepareParams(const float* params) {
 void GptImpl::Embed(const int32_t* tokens, int B, int T) {
   Timed t(this, kEmbedding);
   EmbeddingForward(resid_[0], tokens, params_ + layout.wte(), params_ + layout.wpe(), B, T, C_);
-}
-
-void GptImpl::BlockForward(int l, int B, int T, const float* x_in, float* x_out, BlockActs& a) {
-  const int64_t M = static_cast<int64_t>(B) * T, C = C_, NH = NH_, hs = hs_;
-  const size_t base = layout.block_begin(l);
-  const BlockOffsets& o = layout.block();
-  const float* p = params_ + base;
-  {
-    Timed t(this, kLayerNorm);
-    LayerNormForward(a.ln1_f, a.ln1_h, a.ln1_mean, a.ln1_rstd, x_in, p + o.ln1_w, p + o.ln1_b, M,
-                     C);
-  }
-  {
-    Timed t(this, kLinearFwd);  // qkv (M,3C) = ln1 (M,C) @ qkv_w (3C,C)^T + qkv_b
-    LinearForward(a.qkv, Mm(a.ln1_f, a.ln1_h), W(base + o.qkv_w), p + o.qkv_b, M, C, 3 * C, false);
-  }
-  if (bf16_) {
-    Timed t(this, kBf16Convert);
-    ToBf16(a.qkv_h, a.qkv, 3 * M * C);
-  }
-  // Heads are read in place from qkv (B,T,3C), in blocks that skip the causal mask.
-  const AttentionDims ad{B, NH, T, hs, attn_block_};
-  const void* qkv_mm = Mm(a.qkv, a.qkv_h);
-  {
-    Timed t(this, kAttnMatmul);  // scores (B,NH,T,T) = Q @ K^T
-    AttentionScores(mm_, mt_, ad, qkv_mm, a.att);
-  }
-  {
-    Timed t(this, kSoftmax);
-    CausalSoftmaxForward(a.att, a.att_h, B * NH, T, 1.0f / std::sqrt(static_cast<float>(hs)));
-  }
-  {
-    Timed t(this, kAttnMatmul);  // y (B,T,NH,hs) = att @ V, written straight into (B,T,C)
-    AttentionValues(mm_, mt_, ad, Mm(a.att, a.att_h), qkv_mm, a.atty);
-  }
-  if (bf16_) {
-    Timed t(this, kBf16Convert);
-    ToBf16(a.atty_h, a.atty, M * C);
-  }
-  {
-    Timed t(this, kResidual);
-    CopyFloats(a.res2, x_in, M * C);
-  }
-  {
-    Timed t(this, kLinearFwd);  // res2 = x_in + atty @ attproj_w^T + attproj_b (sum post-op)
-    LinearForward(a.res2, Mm(a.atty, a.atty_h), W(base + o.attproj_w), p + o.attproj_b, M, C, C,
-                  true);
-  }
-  {
-    Timed t(this, kLayerNorm);
-    LayerNormForward(a.ln2_f, a.ln2_h, a.ln2_mean, a.ln2_rstd, a.res2, p + o.ln2_w, p + o.ln2_b, M,
-                     C);
-  }
-  {
-    Timed t(this, kLinearFwd);  // fch (M,4C) = ln2 @ fc_w (4C,C)^T + fc_b
-    LinearForward(a.fch, Mm(a.ln2_f, a.ln2_h), W(base + o.fc_w), p + o.fc_b, M, C, 4 * C, false);
-  }
-  {
-    Timed t(this, kGelu);
-    GeluForward(a.gelu_f, a.gelu_h, a.fch, 4 * M * C);
-  }
-  if (x_out == nullptr) return;  // recompute in backward needs no block output
-  {
-    Timed t(this, kResidual);
-    CopyFloats(x_out, a.res2, M * C);
-  }
-  {
-    Timed t(this, kLinearFwd);  // x_out = res2 + gelu (M,4C) @ fcproj_w (C,4C)^T + fcproj_b
-    LinearForward(x_out, Mm(a.gelu_f, a.gelu_h), W(base + o.fcproj_w), p + o.fcproj_b, M, 4 * C, C,
-                  true);
-  }
-}
-
-void GptImpl::BlockBackward(int l, int B, int T, const float* x_in, BlockActs& a, float* dres,
-                            float* grads) {
-  const int64_t M = static_cast<int64_t>(B) * T, C = C_, NH = NH_, hs = hs_;
-  const size_t base = layout.block_begin(l);
-  const BlockOffsets& o = layout.block();
-  const float* p = params_ + base;
-  float* g = grads + base;
-  auto to_bf16 = [&](bf16_t* dst, const float* src, int64_t n) {
-    if (!bf16_) return;
-    Timed t(this, kBf16Convert);
-    ToBf16(dst, src, n);
-  };
-
-  // MLP: x_out = res2 + fcproj(gelu(fc(ln2(res2)))). dres = dL/dx_out = dL/d(fcproj out).
-  const void* dres_mm = Mm(dres, dres_h_);
-  {
-    Timed t(this, kBiasGrad);  // (and the bf16 copy of dres in the same pass)
-    BiasBackward(g + o.fcproj_b, dres, M, C, bf16_ ? dres_h_ : nullptr);
-  }
-  {
-    Timed t(this, kLinearBwd);  // dgelu (M,4C) = dres (M,C) @ fcproj_w (C,4C)
-    LinearBackwardInput(dbig_, dres_mm, W(base + o.fcproj_w), M, 4 * C, C);
-    LinearBackwardWeight(g + o.fcproj_w, dres_mm, Mm(a.gelu_f, a.gelu_h), M, 4 * C, C);
-  }
-  {
-    Timed t(this, kGelu);  // dbig: dL/d(gelu out) -> dL/d(fch)
-    GeluBackward(dbig_, a.fch, 4 * M * C);
-  }
-  const void* dfch_mm = Mm(dbig_, dbig_h_);
-  {
-    Timed t(this, kBiasGrad);
-    BiasBackward(g + o.fc_b, dbig_, M, 4 * C, bf16_ ? dbig_h_ : nullptr);
-  }
-  {
-    Timed t(this, kLinearBwd);  // dln2 (M,C) = dfch (M,4C) @ fc_w (4C,C)
-    LinearBackwardInput(dsmall_, dfch_mm, W(base + o.fc_w), M, C, 4 * C);
-    LinearBackwardWeight(g + o.fc_w, dfch_mm, Mm(a.ln2_f, a.ln2_h), M, C, 4 * C);
-  }
-  {
-    Timed t(this, kLayerNorm);  // dres += dL/dres2 through ln2 (residual path already in dres)
-    LayerNormBackward(dres, g + o.ln2_w, g + o.ln2_b, dsmall_, a.res2, p + o.ln2_w, a.ln2_mean,
-                      a.ln2_rstd, M, C);
-  }
-
-  // Attention: res2 = x_in + attproj(attn(ln1(x_in))). dres = dL/dres2 now.
-  {
-    Timed t(this, kBiasGrad);
-    BiasBackward(g + o.attproj_b, dres, M, C, bf16_ ? dres_h_ : nullptr);
-  }
-  {
-    Timed t(this, kLinearBwd);  // datty (M,C) = dres @ attproj_w (C,C)
-    LinearBackwardInput(dsmall_, dres_mm, W(base + o.attproj_w), M, C, C);
-    LinearBackwardWeight(g + o.attproj_w, dres_mm, Mm(a.atty, a.atty_h), M, C, C);
-  }
-  to_bf16(dsmall_h_, dsmall_, M * C);
-  const AttentionDims ad{B, NH, T, hs, attn_block_};
-  const void* qkv_mm = Mm(a.qkv, a.qkv_h);
-  const void* dy_mm = Mm(dsmall_, dsmall_h_);
-  {
-    Timed t(this, kAttnMatmul);
-    // datt (B,NH,T,T) = dy @ V^T ; dV = att^T @ dy (into the V columns of dqkv).
-    AttentionGradScores(mm_, mt_, ad, dy_mm, qkv_mm, datt_);
-    AttentionGradValues(mm_, mt_, ad, Mm(a.att, a.att_h), dy_mm, dqkv_);
-  }
-  {
-    Timed t(this, kSoftmax);  // datt -> dscores (B,NH,T,T)
-    CausalSoftmaxBackward(datt_, bf16_ ? datt_h_ : nullptr, a.att, B * NH, T,
-                          1.0f / std::sqrt(static_cast<float>(hs)));
-  }
-  {
-    Timed t(this, kAttnMatmul);
-    // dQ = dscores @ K ; dK = dscores^T @ Q (into the Q and K columns of dqkv).
-    AttentionGradQueryKey(mm_, mt_, ad, Mm(datt_, datt_h_), qkv_mm, dqkv_);
-  }
-  const void* dqkv_mm = Mm(dqkv_, dqkv_h_);
-  {
-    Timed t(this, kBiasGrad);
-    BiasBackward(g + o.qkv_b, dqkv_, M, 3 * C, bf16_ ? dqkv_h_ : nullptr);
-  }
-  {
-    Timed t(this, kLinearBwd);  // dln1 (M,C) = dqkv (M,3C) @ qkv_w (3C,C)
-    LinearBackwardInput(dsmall_, dqkv_mm, W(base + o.qkv_w), M, C, 3 * C);
-    LinearBackwardWeight(g + o.qkv_w, dqkv_mm, Mm(a.ln1_f, a.ln1_h), M, C, 3 * C);
-  }
-  {
-    Timed t(this, kLayerNorm);  // dres += through ln1: dres becomes dL/dx_in
-    LayerNormBackward(dres, g + o.ln1_w, g + o.ln1_b, dsmall_, x_in, p + o.ln1_w, a.ln1_mean,
-                      a.ln1_rstd, M, C);
-  }
 }
 
 void GptImpl::FinalLayerNorm(const float* x, int64_t rows) {

@@ -1,0 +1,174 @@
+// One transformer block of GptImpl (gpt_impl.h), forward and backward: layer norm,
+// fused qkv, causal attention by blocks (causal_attention.h), projection, MLP with
+// GELU, two residual adds. Every *Backward accumulates into parameter gradients.
+#include <cmath>
+
+#include "model/causal_attention.h"
+#include "model/gpt_impl.h"
+#include "model/kernels.h"
+
+namespace rt::model {
+
+void GptImpl::BlockForward(int l, int B, int T, const float* x_in, float* x_out, BlockActs& a) {
+  const int64_t M = static_cast<int64_t>(B) * T, C = C_, NH = NH_, hs = hs_;
+  const size_t base = layout.block_begin(l);
+  const BlockOffsets& o = layout.block();
+  const float* p = params_ + base;
+  {
+    Timed t(this, kLayerNorm);
+    LayerNormForward(a.ln1_f, a.ln1_h, a.ln1_mean, a.ln1_rstd, x_in, p + o.ln1_w, p + o.ln1_b, M,
+                     C);
+  }
+  {
+    Timed t(this, kLinearFwd);  // qkv (M,3C) = ln1 (M,C) @ qkv_w (3C,C)^T + qkv_b
+    LinearForward(a.qkv, Mm(a.ln1_f, a.ln1_h), W(base + o.qkv_w), p + o.qkv_b, M, C, 3 * C, false);
+  }
+  if (bf16_) {
+    Timed t(this, kBf16Convert);
+    ToBf16(a.qkv_h, a.qkv, 3 * M * C);
+  }
+  // Heads are read in place from qkv (B,T,3C), in blocks that skip the causal mask.
+  const AttentionDims ad{B, NH, T, hs, attn_block_};
+  const void* qkv_mm = Mm(a.qkv, a.qkv_h);
+  {
+    Timed t(this, kAttnMatmul);  // scores (B,NH,T,T) = Q @ K^T
+    AttentionScores(mm_, mt_, ad, qkv_mm, a.att);
+  }
+  {
+    Timed t(this, kSoftmax);
+    CausalSoftmaxForward(a.att, a.att_h, B * NH, T, 1.0f / std::sqrt(static_cast<float>(hs)));
+  }
+  {
+    Timed t(this, kAttnMatmul);  // y (B,T,NH,hs) = att @ V, written straight into (B,T,C)
+    AttentionValues(mm_, mt_, ad, Mm(a.att, a.att_h), qkv_mm, a.atty);
+  }
+  if (bf16_) {
+    Timed t(this, kBf16Convert);
+    ToBf16(a.atty_h, a.atty, M * C);
+  }
+  {
+    Timed t(this, kResidual);
+    CopyFloats(a.res2, x_in, M * C);
+  }
+  {
+    Timed t(this, kLinearFwd);  // res2 = x_in + atty @ attproj_w^T + attproj_b (sum post-op)
+    LinearForward(a.res2, Mm(a.atty, a.atty_h), W(base + o.attproj_w), p + o.attproj_b, M, C, C,
+                  true);
+  }
+  {
+    Timed t(this, kLayerNorm);
+    LayerNormForward(a.ln2_f, a.ln2_h, a.ln2_mean, a.ln2_rstd, a.res2, p + o.ln2_w, p + o.ln2_b, M,
+                     C);
+  }
+  {
+    Timed t(this, kLinearFwd);  // fch (M,4C) = ln2 @ fc_w (4C,C)^T + fc_b
+    LinearForward(a.fch, Mm(a.ln2_f, a.ln2_h), W(base + o.fc_w), p + o.fc_b, M, C, 4 * C, false);
+  }
+  {
+    Timed t(this, kGelu);
+    GeluForward(a.gelu_f, a.gelu_h, a.fch, 4 * M * C);
+  }
+  if (x_out == nullptr) return;  // recompute in backward needs no block output
+  {
+    Timed t(this, kResidual);
+    CopyFloats(x_out, a.res2, M * C);
+  }
+  {
+    Timed t(this, kLinearFwd);  // x_out = res2 + gelu (M,4C) @ fcproj_w (C,4C)^T + fcproj_b
+    LinearForward(x_out, Mm(a.gelu_f, a.gelu_h), W(base + o.fcproj_w), p + o.fcproj_b, M, 4 * C, C,
+                  true);
+  }
+}
+
+void GptImpl::BlockBackward(int l, int B, int T, const float* x_in, BlockActs& a, float* dres,
+                            float* grads) {
+  const int64_t M = static_cast<int64_t>(B) * T, C = C_, NH = NH_, hs = hs_;
+  const size_t base = layout.block_begin(l);
+  const BlockOffsets& o = layout.block();
+  const float* p = params_ + base;
+  float* g = grads + base;
+  auto to_bf16 = [&](bf16_t* dst, const float* src, int64_t n) {
+    if (!bf16_) return;
+    Timed t(this, kBf16Convert);
+    ToBf16(dst, src, n);
+  };
+
+  // MLP: x_out = res2 + fcproj(gelu(fc(ln2(res2)))). dres = dL/dx_out = dL/d(fcproj out).
+  const void* dres_mm = Mm(dres, dres_h_);
+  {
+    Timed t(this, kBiasGrad);  // (and the bf16 copy of dres in the same pass)
+    BiasBackward(g + o.fcproj_b, dres, M, C, bf16_ ? dres_h_ : nullptr);
+  }
+  {
+    Timed t(this, kLinearBwd);  // dgelu (M,4C) = dres (M,C) @ fcproj_w (C,4C)
+    LinearBackwardInput(dbig_, dres_mm, W(base + o.fcproj_w), M, 4 * C, C);
+    LinearBackwardWeight(g + o.fcproj_w, dres_mm, Mm(a.gelu_f, a.gelu_h), M, 4 * C, C);
+  }
+  {
+    Timed t(this, kGelu);  // dbig: dL/d(gelu out) -> dL/d(fch)
+    GeluBackward(dbig_, a.fch, 4 * M * C);
+  }
+  const void* dfch_mm = Mm(dbig_, dbig_h_);
+  {
+    Timed t(this, kBiasGrad);
+    BiasBackward(g + o.fc_b, dbig_, M, 4 * C, bf16_ ? dbig_h_ : nullptr);
+  }
+  {
+    Timed t(this, kLinearBwd);  // dln2 (M,C) = dfch (M,4C) @ fc_w (4C,C)
+    LinearBackwardInput(dsmall_, dfch_mm, W(base + o.fc_w), M, C, 4 * C);
+    LinearBackwardWeight(g + o.fc_w, dfch_mm, Mm(a.ln2_f, a.ln2_h), M, C, 4 * C);
+  }
+  {
+    Timed t(this, kLayerNorm);  // dres += dL/dres2 through ln2 (residual path already in dres)
+    LayerNormBackward(dres, g + o.ln2_w, g + o.ln2_b, dsmall_, a.res2, p + o.ln2_w, a.ln2_mean,
+                      a.ln2_rstd, M, C);
+  }
+
+  // Attention: res2 = x_in + attproj(attn(ln1(x_in))). dres = dL/dres2 now.
+  {
+    Timed t(this, kBiasGrad);
+    BiasBackward(g + o.attproj_b, dres, M, C, bf16_ ? dres_h_ : nullptr);
+  }
+  {
+    Timed t(this, kLinearBwd);  // datty (M,C) = dres @ attproj_w (C,C)
+    LinearBackwardInput(dsmall_, dres_mm, W(base + o.attproj_w), M, C, C);
+    LinearBackwardWeight(g + o.attproj_w, dres_mm, Mm(a.atty, a.atty_h), M, C, C);
+  }
+  to_bf16(dsmall_h_, dsmall_, M * C);
+  const AttentionDims ad{B, NH, T, hs, attn_block_};
+  const void* qkv_mm = Mm(a.qkv, a.qkv_h);
+  const void* dy_mm = Mm(dsmall_, dsmall_h_);
+  {
+    Timed t(this, kAttnMatmul);
+    // datt (B,NH,T,T) = dy @ V^T ; dV = att^T @ dy (into the V columns of dqkv).
+    AttentionGradScores(mm_, mt_, ad, dy_mm, qkv_mm, datt_);
+    AttentionGradValues(mm_, mt_, ad, Mm(a.att, a.att_h), dy_mm, dqkv_);
+  }
+  {
+    Timed t(this, kSoftmax);  // datt -> dscores (B,NH,T,T)
+    CausalSoftmaxBackward(datt_, bf16_ ? datt_h_ : nullptr, a.att, B * NH, T,
+                          1.0f / std::sqrt(static_cast<float>(hs)));
+  }
+  {
+    Timed t(this, kAttnMatmul);
+    // dQ = dscores @ K ; dK = dscores^T @ Q (into the Q and K columns of dqkv).
+    AttentionGradQueryKey(mm_, mt_, ad, Mm(datt_, datt_h_), qkv_mm, dqkv_);
+  }
+  const void* dqkv_mm = Mm(dqkv_, dqkv_h_);
+  {
+    Timed t(this, kBiasGrad);
+    BiasBackward(g + o.qkv_b, dqkv_, M, 3 * C, bf16_ ? dqkv_h_ : nullptr);
+  }
+  {
+    Timed t(this, kLinearBwd);  // dln1 (M,C) = dqkv (M,3C) @ qkv_w (3C,C)
+    LinearBackwardInput(dsmall_, dqkv_mm, W(base + o.qkv_w), M, C, 3 * C);
+    LinearBackwardWeight(g + o.qkv_w, dqkv_mm, Mm(a.ln1_f, a.ln1_h), M, C, 3 * C);
+  }
+  {
+    Timed t(this, kLayerNorm);  // dres += through ln1: dres becomes dL/dx_in
+    LayerNormBackward(dres, g + o.ln1_w, g + o.ln1_b, dsmall_, x_in, p + o.ln1_w, a.ln1_mean,
+                      a.ln1_rstd, M, C);
+  }
+}
+
+}  // namespace rt::model
