@@ -24,6 +24,8 @@ constexpr float kGeluK = 0.7978845608028654f;  // sqrt(2/pi)
 constexpr float kGeluC = 0.044715f;
 
 constexpr int64_t kElemChunk = 4096;
+// Rows per block of the layer-norm backward's dw/db partials.
+constexpr int64_t kLnRows = 32;
 
 // Normalises one row of C floats into `out`.
 RT_INLINE void LnRow(float* out, float* mean_out, float* rstd_out, const float* x, const float* w,
@@ -59,51 +61,56 @@ RT_INLINE void LnForwardBody(float* out_f32, bf16_t* out_bf16, float* mean, floa
 RT_INLINE void LnBackwardBody(float* dinp, float* dw, float* db, const float* dout,
                               const float* inp, const float* w, const float* mean,
                               const float* rstd, int64_t N, int64_t C) {
-  const int64_t chunks = (C + kColChunk - 1) / kColChunk;
-  // One parallel region, two loops: fewer thread wake-ups on a busy host.
+  // One pass over the rows: each row's dinp, and its share of dw and db into the partial
+  // of its block of kLnRows rows (rows in order); then the partials in block order. The
+  // same bits for any thread count. (dw and db took a second pass, by column chunks of
+  // 64 floats over all rows: dout and inp read twice, the second time at a stride.)
+  const int64_t blocks = (N + kLnRows - 1) / kLnRows;
+  const int64_t chunks = (2 * C + kColChunk - 1) / kColChunk;
+  // (blocks, 2C): dw's partial, then db's. Kept per calling thread, and used through
+  // `base` inside the parallel region (see BiasBackwardBody).
+  thread_local std::vector<float> partial;
+  partial.assign(static_cast<size_t>(blocks * 2 * C), 0.0f);
+  float* const base = partial.data();
 #pragma omp parallel
   {
-    // dinp: parallel over rows (each row independent).
-#pragma omp for schedule(static) nowait
-    for (int64_t r = 0; r < N; ++r) {
-      const float* x = inp + r * C;
-      const float* g = dout + r * C;
-      float* d = dinp + r * C;
-      const float m = mean[r], s = rstd[r];
-      float sum_dn = 0.0f, sum_dnx = 0.0f;
-#pragma omp simd reduction(+ : sum_dn, sum_dnx)
-      for (int64_t i = 0; i < C; ++i) {
-        const float dn = g[i] * w[i];
-        sum_dn += dn;
-        sum_dnx += dn * (x[i] - m) * s;
-      }
-      const float a = sum_dn / static_cast<float>(C), c = sum_dnx / static_cast<float>(C);
-#pragma omp simd
-      for (int64_t i = 0; i < C; ++i) {
-        const float xhat = (x[i] - m) * s;
-        d[i] += s * (g[i] * w[i] - a - xhat * c);
-      }
-    }
-    // dw, db: parallel over column chunks, rows summed in order (thread-count independent).
-    // Reads only dout/inp/mean/rstd, so it needs no barrier after the dinp loop.
 #pragma omp for schedule(static)
-    for (int64_t ch = 0; ch < chunks; ++ch) {
-      const int64_t c0 = ch * kColChunk, c1 = std::min(C, c0 + kColChunk);
-      float aw[kColChunk] = {}, ab[kColChunk] = {};
-      for (int64_t r = 0; r < N; ++r) {
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      float* aw = base + blk * 2 * C;
+      float* ab = aw + C;
+      for (int64_t r = blk * kLnRows; r < std::min(N, (blk + 1) * kLnRows); ++r) {
         const float* x = inp + r * C;
         const float* g = dout + r * C;
+        float* d = dinp + r * C;
         const float m = mean[r], s = rstd[r];
+        float sum_dn = 0.0f, sum_dnx = 0.0f;
+#pragma omp simd reduction(+ : sum_dn, sum_dnx)
+        for (int64_t i = 0; i < C; ++i) {
+          const float dn = g[i] * w[i];
+          sum_dn += dn;
+          sum_dnx += dn * (x[i] - m) * s;
+        }
+        const float a = sum_dn / static_cast<float>(C), c = sum_dnx / static_cast<float>(C);
 #pragma omp simd
-        for (int64_t i = c0; i < c1; ++i) {
-          aw[i - c0] += g[i] * (x[i] - m) * s;
-          ab[i - c0] += g[i];
+        for (int64_t i = 0; i < C; ++i) {
+          const float xhat = (x[i] - m) * s;
+          d[i] += s * (g[i] * w[i] - a - xhat * c);
+          aw[i] += g[i] * xhat;
+          ab[i] += g[i];
         }
       }
-      for (int64_t i = c0; i < c1; ++i) {
-        dw[i] += aw[i - c0];
-        db[i] += ab[i - c0];
+    }
+    // (the barrier at the end of the loop above: every partial is complete)
+#pragma omp for schedule(static)
+    for (int64_t ch = 0; ch < chunks; ++ch) {
+      const int64_t c0 = ch * kColChunk, c1 = std::min(2 * C, c0 + kColChunk);
+      float sum[kColChunk] = {};
+      for (int64_t blk = 0; blk < blocks; ++blk) {
+        const float* p = base + blk * 2 * C;
+#pragma omp simd
+        for (int64_t i = c0; i < c1; ++i) sum[i - c0] += p[i];
       }
+      for (int64_t i = c0; i < c1; ++i) (i < C ? dw[i] : db[i - C]) += sum[i - c0];
     }
   }
 }

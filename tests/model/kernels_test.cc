@@ -86,6 +86,40 @@ TEST_CASE("layernorm forward matches double loops and backward matches finite di
   CheckGradient(x, dx, J, "dx");
   CheckGradient(w, dw, J, "dw");
   CheckGradient(b, db, J, "db");
+
+  // Over several blocks of rows and a partial one: dw and db against double sums, and
+  // the same bits on 1 thread and on 2 (peers with different core counts stay replicas).
+  const int64_t N2 = 101;
+  const std::vector<float> x2 = GaussianVector(N2 * C, 15), g2 = GaussianVector(N2 * C, 16);
+  std::vector<float> mean2(N2), rstd2(N2), out2(N2 * C);
+  LayerNormForward(out2.data(), nullptr, mean2.data(), rstd2.data(), x2.data(), w.data(), b.data(),
+                   N2, C);
+  struct Grads {
+    std::vector<float> dx, dw, db;
+  };
+  auto backward = [&](int threads) {
+    Grads o{std::vector<float>(N2 * C, 0.0f), std::vector<float>(C, 0.0f),
+            std::vector<float>(C, 0.0f)};
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    LayerNormBackward(o.dx.data(), o.dw.data(), o.db.data(), g2.data(), x2.data(), w.data(),
+                      mean2.data(), rstd2.data(), N2, C);
+    omp_set_num_threads(saved);
+    return o;
+  };
+  const Grads one = backward(1), two = backward(2);
+  for (int64_t c = 0; c < C; ++c) {
+    double sw = 0, sb = 0;
+    for (int64_t n = 0; n < N2; ++n) {
+      sw += double{g2[n * C + c]} * (double{x2[n * C + c]} - mean2[n]) * rstd2[n];
+      sb += g2[n * C + c];
+    }
+    CHECK(one.dw[c] == doctest::Approx(sw).epsilon(1e-4).scale(1e-4));
+    CHECK(one.db[c] == doctest::Approx(sb).epsilon(1e-4).scale(1e-4));
+  }
+  CHECK(std::memcmp(one.dx.data(), two.dx.data(), one.dx.size() * sizeof(float)) == 0);
+  CHECK(std::memcmp(one.dw.data(), two.dw.data(), C * sizeof(float)) == 0);
+  CHECK(std::memcmp(one.db.data(), two.db.data(), C * sizeof(float)) == 0);
 }
 
 TEST_CASE("gelu forward matches tanh formula and backward matches finite differences") {
