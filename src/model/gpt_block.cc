@@ -9,6 +9,19 @@
 
 namespace rt::model {
 
+void GptImpl::LinearLayerBackward(float* dinp, float* dw, float* db, const float* dout,
+                                  bf16_t* dout_h, size_t w_off, const void* inp_mm, int64_t M,
+                                  int64_t K, int64_t N) {
+  {
+    Timed t(this, kBiasGrad);  // (and, in bf16 runs, the bf16 copy of dout in the same pass)
+    BiasBackward(db, dout, M, N, bf16_ ? dout_h : nullptr);
+  }
+  Timed t(this, kLinearBwd);
+  const void* dout_mm = Mm(dout, dout_h);
+  LinearBackwardInput(dinp, dout_mm, W(w_off), M, K, N);
+  LinearBackwardWeight(dw, dout_mm, inp_mm, M, K, N);
+}
+
 void GptImpl::BlockForward(int l, int B, int T, const float* x_in, float* x_out, BlockActs& a) {
   const int64_t M = static_cast<int64_t>(B) * T, C = C_, NH = NH_, hs = hs_;
   const size_t base = layout.block_begin(l);
@@ -94,30 +107,16 @@ void GptImpl::BlockBackward(int l, int B, int T, const float* x_in, BlockActs& a
   };
 
   // MLP: x_out = res2 + fcproj(gelu(fc(ln2(res2)))). dres = dL/dx_out = dL/d(fcproj out).
-  const void* dres_mm = Mm(dres, dres_h_);
-  {
-    Timed t(this, kBiasGrad);  // (and the bf16 copy of dres in the same pass)
-    BiasBackward(g + o.fcproj_b, dres, M, C, bf16_ ? dres_h_ : nullptr);
-  }
-  {
-    Timed t(this, kLinearBwd);  // dgelu (M,4C) = dres (M,C) @ fcproj_w (C,4C)
-    LinearBackwardInput(dbig_, dres_mm, W(base + o.fcproj_w), M, 4 * C, C);
-    LinearBackwardWeight(g + o.fcproj_w, dres_mm, Mm(a.gelu_f, a.gelu_h), M, 4 * C, C);
-  }
+  // dgelu (M,4C) = dres (M,C) @ fcproj_w (C,4C)
+  LinearLayerBackward(dbig_, g + o.fcproj_w, g + o.fcproj_b, dres, dres_h_, base + o.fcproj_w,
+                      Mm(a.gelu_f, a.gelu_h), M, 4 * C, C);
   {
     Timed t(this, kGelu);  // dbig: dL/d(gelu out) -> dL/d(fch)
     GeluBackward(dbig_, a.fch, 4 * M * C);
   }
-  const void* dfch_mm = Mm(dbig_, dbig_h_);
-  {
-    Timed t(this, kBiasGrad);
-    BiasBackward(g + o.fc_b, dbig_, M, 4 * C, bf16_ ? dbig_h_ : nullptr);
-  }
-  {
-    Timed t(this, kLinearBwd);  // dln2 (M,C) = dfch (M,4C) @ fc_w (4C,C)
-    LinearBackwardInput(dsmall_, dfch_mm, W(base + o.fc_w), M, C, 4 * C);
-    LinearBackwardWeight(g + o.fc_w, dfch_mm, Mm(a.ln2_f, a.ln2_h), M, C, 4 * C);
-  }
+  // dln2 (M,C) = dfch (M,4C) @ fc_w (4C,C)
+  LinearLayerBackward(dsmall_, g + o.fc_w, g + o.fc_b, dbig_, dbig_h_, base + o.fc_w,
+                      Mm(a.ln2_f, a.ln2_h), M, C, 4 * C);
   {
     Timed t(this, kLayerNorm);  // dres += dL/dres2 through ln2 (residual path already in dres)
     LayerNormBackward(dres, g + o.ln2_w, g + o.ln2_b, dsmall_, a.res2, p + o.ln2_w, a.ln2_mean,
@@ -125,15 +124,9 @@ void GptImpl::BlockBackward(int l, int B, int T, const float* x_in, BlockActs& a
   }
 
   // Attention: res2 = x_in + attproj(attn(ln1(x_in))). dres = dL/dres2 now.
-  {
-    Timed t(this, kBiasGrad);
-    BiasBackward(g + o.attproj_b, dres, M, C, bf16_ ? dres_h_ : nullptr);
-  }
-  {
-    Timed t(this, kLinearBwd);  // datty (M,C) = dres @ attproj_w (C,C)
-    LinearBackwardInput(dsmall_, dres_mm, W(base + o.attproj_w), M, C, C);
-    LinearBackwardWeight(g + o.attproj_w, dres_mm, Mm(a.atty, a.atty_h), M, C, C);
-  }
+  // datty (M,C) = dres @ attproj_w (C,C)
+  LinearLayerBackward(dsmall_, g + o.attproj_w, g + o.attproj_b, dres, dres_h_, base + o.attproj_w,
+                      Mm(a.atty, a.atty_h), M, C, C);
   to_bf16(dsmall_h_, dsmall_, M * C);
   const AttentionDims ad{B, NH, T, hs, attn_block_};
   const void* qkv_mm = Mm(a.qkv, a.qkv_h);
@@ -154,16 +147,9 @@ void GptImpl::BlockBackward(int l, int B, int T, const float* x_in, BlockActs& a
     // dQ = dscores @ K ; dK = dscores^T @ Q (into the Q and K columns of dqkv).
     AttentionGradQueryKey(mm_, mt_, ad, Mm(datt_, datt_h_), qkv_mm, dqkv_);
   }
-  const void* dqkv_mm = Mm(dqkv_, dqkv_h_);
-  {
-    Timed t(this, kBiasGrad);
-    BiasBackward(g + o.qkv_b, dqkv_, M, 3 * C, bf16_ ? dqkv_h_ : nullptr);
-  }
-  {
-    Timed t(this, kLinearBwd);  // dln1 (M,C) = dqkv (M,3C) @ qkv_w (3C,C)
-    LinearBackwardInput(dsmall_, dqkv_mm, W(base + o.qkv_w), M, C, 3 * C);
-    LinearBackwardWeight(g + o.qkv_w, dqkv_mm, Mm(a.ln1_f, a.ln1_h), M, C, 3 * C);
-  }
+  // dln1 (M,C) = dqkv (M,3C) @ qkv_w (3C,C)
+  LinearLayerBackward(dsmall_, g + o.qkv_w, g + o.qkv_b, dqkv_, dqkv_h_, base + o.qkv_w,
+                      Mm(a.ln1_f, a.ln1_h), M, C, 3 * C);
   {
     Timed t(this, kLayerNorm);  // dres += through ln1: dres becomes dL/dx_in
     LayerNormBackward(dres, g + o.ln1_w, g + o.ln1_b, dsmall_, x_in, p + o.ln1_w, a.ln1_mean,

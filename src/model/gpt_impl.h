@@ -140,6 +140,13 @@ class GptImpl {
   void LinearBackwardWeight(float* dw, const void* dout, const void* inp, int64_t M, int64_t K,
                             int64_t N);
 
+  // Backward of the linear layer out (M,N) = inp (M,K) @ w (N,K)^T + b, w at parameter
+  // offset w_off: db += column sums of dout, dinp = dout @ w (overwritten), dw += dout^T @
+  // inp. In bf16 runs dout_h receives dout's bf16 copy (made while summing) and feeds the
+  // matmuls; inp_mm is the layer's input as a matmul operand.
+  void LinearLayerBackward(float* dinp, float* dw, float* db, const float* dout, bf16_t* dout_h,
+                           size_t w_off, const void* inp_mm, int64_t M, int64_t K, int64_t N);
+
   void PrepareParams(const float* params);
   void Embed(const int32_t* tokens, int B, int T);
   // Block l on x_in (B,T,C); writes acts and, unless x_out is null, x_out (B,T,C).
