@@ -24,8 +24,40 @@ constexpr float kGeluK = 0.7978845608028654f;  // sqrt(2/pi)
 constexpr float kGeluC = 0.044715f;
 
 constexpr int64_t kElemChunk = 4096;
-// Rows per block of the layer-norm backward's dw/db partials.
-constexpr int64_t kLnRows = 32;
+
+// Column sums over rows that give the same bits for any thread count (layer-norm and
+// bias gradients): each block of kSumRows rows is summed in row order into its own
+// partial, then the partials are added in block order. The rows are read once, whole.
+constexpr int64_t kSumRows = 32;
+
+// Zeroed partials (blocks, width), kept per calling thread: a fresh vector per call (up
+// to ~1 MB, several calls per layer and step) is mapped and faulted in anew each time.
+// Call it before the parallel region and use the pointer inside: there, the name of a
+// thread_local is each worker's own.
+RT_INLINE float* ZeroedPartials(int64_t blocks, int64_t width) {
+  thread_local std::vector<float> partial;
+  partial.assign(static_cast<size_t>(blocks * width), 0.0f);
+  return partial.data();
+}
+
+// Inside a parallel region, after the barrier that completes every partial: add(i, s)
+// for each column i of partials (blocks, width), s its sum over the blocks in order.
+template <class Add>
+RT_INLINE void AddPartialsInBlockOrder(const float* partials, int64_t blocks, int64_t width,
+                                       Add add) {
+  const int64_t chunks = (width + kColChunk - 1) / kColChunk;
+#pragma omp for schedule(static)
+  for (int64_t ch = 0; ch < chunks; ++ch) {
+    const int64_t c0 = ch * kColChunk, c1 = std::min(width, c0 + kColChunk);
+    float sum[kColChunk] = {};
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      const float* p = partials + blk * width;
+#pragma omp simd
+      for (int64_t i = c0; i < c1; ++i) sum[i - c0] += p[i];
+    }
+    for (int64_t i = c0; i < c1; ++i) add(i, sum[i - c0]);
+  }
+}
 
 // Normalises one row of C floats into `out`.
 RT_INLINE void LnRow(float* out, float* mean_out, float* rstd_out, const float* x, const float* w,
@@ -61,24 +93,18 @@ RT_INLINE void LnForwardBody(float* out_f32, bf16_t* out_bf16, float* mean, floa
 RT_INLINE void LnBackwardBody(float* dinp, float* dw, float* db, const float* dout,
                               const float* inp, const float* w, const float* mean,
                               const float* rstd, int64_t N, int64_t C) {
-  // One pass over the rows: each row's dinp, and its share of dw and db into the partial
-  // of its block of kLnRows rows (rows in order); then the partials in block order. The
-  // same bits for any thread count. (dw and db took a second pass, by column chunks of
-  // 64 floats over all rows: dout and inp read twice, the second time at a stride.)
-  const int64_t blocks = (N + kLnRows - 1) / kLnRows;
-  const int64_t chunks = (2 * C + kColChunk - 1) / kColChunk;
-  // (blocks, 2C): dw's partial, then db's. Kept per calling thread, and used through
-  // `base` inside the parallel region (see BiasBackwardBody).
-  thread_local std::vector<float> partial;
-  partial.assign(static_cast<size_t>(blocks * 2 * C), 0.0f);
-  float* const base = partial.data();
+  // One pass over the rows: each row's dinp, and its share of dw and db into its block's
+  // partial (kSumRows above). (dw and db took a second pass, by column chunks of 64
+  // floats over all rows: dout and inp read twice, the second time at a stride.)
+  const int64_t blocks = (N + kSumRows - 1) / kSumRows;
+  float* const base = ZeroedPartials(blocks, 2 * C);  // (blocks, 2C): dw's, then db's
 #pragma omp parallel
   {
 #pragma omp for schedule(static)
     for (int64_t blk = 0; blk < blocks; ++blk) {
       float* aw = base + blk * 2 * C;
       float* ab = aw + C;
-      for (int64_t r = blk * kLnRows; r < std::min(N, (blk + 1) * kLnRows); ++r) {
+      for (int64_t r = blk * kSumRows; r < std::min(N, (blk + 1) * kSumRows); ++r) {
         const float* x = inp + r * C;
         const float* g = dout + r * C;
         float* d = dinp + r * C;
@@ -101,44 +127,25 @@ RT_INLINE void LnBackwardBody(float* dinp, float* dw, float* db, const float* do
       }
     }
     // (the barrier at the end of the loop above: every partial is complete)
-#pragma omp for schedule(static)
-    for (int64_t ch = 0; ch < chunks; ++ch) {
-      const int64_t c0 = ch * kColChunk, c1 = std::min(2 * C, c0 + kColChunk);
-      float sum[kColChunk] = {};
-      for (int64_t blk = 0; blk < blocks; ++blk) {
-        const float* p = base + blk * 2 * C;
-#pragma omp simd
-        for (int64_t i = c0; i < c1; ++i) sum[i - c0] += p[i];
-      }
-      for (int64_t i = c0; i < c1; ++i) (i < C ? dw[i] : db[i - C]) += sum[i - c0];
-    }
+    AddPartialsInBlockOrder(base, blocks, 2 * C,
+                            [&](int64_t i, float sum) { (i < C ? dw[i] : db[i - C]) += sum; });
   }
 }
 
-// Bias gradient db[j] += sum over the M rows of dout[r][j], and (bf16 runs) the bf16
-// copy of dout. dout is read once, row by row: rows go in blocks of kBiasRows, each
-// summed in row order into its own partial (the copy converts whole rows on the way),
-// then the partials in block order. The same bits for any thread count. (Summing a
-// column chunk over all rows, as before, read dout 64 floats per row at a stride, and
-// converted it 64 floats per call: 3.9% of a bf16 step on 2 threads.)
-constexpr int64_t kBiasRows = 32;
-
+// Bias gradient db[j] += sum over the M rows of dout[r][j] (by blocks of rows, kSumRows
+// above), and (bf16 runs) the bf16 copy of dout, converted whole rows at a time on the
+// way. (Summing a column chunk over all rows, as before, read dout 64 floats per row at a
+// stride, and converted it 64 floats per call: 3.9% of a bf16 step on 2 threads.)
 RT_INLINE void BiasBackwardBody(float* db, const float* dout, int64_t M, int64_t N,
                                 bf16_t* dout_bf16) {
-  const int64_t blocks = (M + kBiasRows - 1) / kBiasRows;
-  const int64_t chunks = (N + kColChunk - 1) / kColChunk;
-  // (blocks, N), kept per calling thread: a fresh vector per call (up to ~1 MB, four calls
-  // per layer and step) is mapped and faulted in anew each time. The parallel region uses
-  // only `base`: inside it, the name `partial` would be each worker's own thread_local.
-  thread_local std::vector<float> partial;
-  partial.assign(static_cast<size_t>(blocks * N), 0.0f);
-  float* const base = partial.data();
+  const int64_t blocks = (M + kSumRows - 1) / kSumRows;
+  float* const base = ZeroedPartials(blocks, N);  // (blocks, N)
 #pragma omp parallel
   {
 #pragma omp for schedule(static)
     for (int64_t blk = 0; blk < blocks; ++blk) {
       float* acc = base + blk * N;
-      for (int64_t r = blk * kBiasRows; r < std::min(M, (blk + 1) * kBiasRows); ++r) {
+      for (int64_t r = blk * kSumRows; r < std::min(M, (blk + 1) * kSumRows); ++r) {
         const float* d = dout + r * N;
 #pragma omp simd
         for (int64_t i = 0; i < N; ++i) acc[i] += d[i];
@@ -146,17 +153,7 @@ RT_INLINE void BiasBackwardBody(float* db, const float* dout, int64_t M, int64_t
       }
     }
     // (the barrier at the end of the loop above: every partial is complete)
-#pragma omp for schedule(static)
-    for (int64_t ch = 0; ch < chunks; ++ch) {
-      const int64_t c0 = ch * kColChunk, c1 = std::min(N, c0 + kColChunk);
-      float sum[kColChunk] = {};
-      for (int64_t blk = 0; blk < blocks; ++blk) {
-        const float* p = base + blk * N;
-#pragma omp simd
-        for (int64_t i = c0; i < c1; ++i) sum[i - c0] += p[i];
-      }
-      for (int64_t i = c0; i < c1; ++i) db[i] += sum[i - c0];
-    }
+    AddPartialsInBlockOrder(base, blocks, N, [&](int64_t i, float sum) { db[i] += sum; });
   }
 }
 }  // namespace rt::model::kernel_body
