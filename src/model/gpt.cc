@@ -266,11 +266,10 @@ void GptImpl::LastLogits(const float* params, const int32_t* tokens, int B, int 
 
 // ---- Gpt ----------------------------------------------------------------------------------
 
-Gpt::Gpt(std::unique_ptr<GptImpl> impl) : impl_(std::move(impl)) {}
-Gpt::~Gpt() = default;
+namespace {
 
-absl::StatusOr<std::unique_ptr<Gpt>> Gpt::Create(const GptConfig& config,
-                                                 const GptOptions& options) {
+// What Create and EstimateActivationBytes refuse alike.
+absl::Status Validate(const GptConfig& config, const GptOptions& options) {
   if (absl::Status s = config.Validate(); !s.ok()) return s;
   if (options.max_batch < 1) {
     return absl::InvalidArgumentError(
@@ -280,6 +279,17 @@ absl::StatusOr<std::unique_ptr<Gpt>> Gpt::Create(const GptConfig& config,
     return absl::InvalidArgumentError(absl::StrCat(
         "attention_block must be 0 (auto) or positive, got ", options.attention_block));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Gpt::Gpt(std::unique_ptr<GptImpl> impl) : impl_(std::move(impl)) {}
+Gpt::~Gpt() = default;
+
+absl::StatusOr<std::unique_ptr<Gpt>> Gpt::Create(const GptConfig& config,
+                                                 const GptOptions& options) {
+  if (absl::Status s = Validate(config, options); !s.ok()) return s;
   auto impl = std::make_unique<GptImpl>(config, options);
   if (absl::Status s = impl->ProbeMatmul(); !s.ok()) return s;
   return std::unique_ptr<Gpt>(new Gpt(std::move(impl)));
@@ -294,15 +304,7 @@ size_t Gpt::ActivationBytes() const { return impl_->activation_bytes; }
 
 absl::StatusOr<size_t> Gpt::EstimateActivationBytes(const GptConfig& config,
                                                     const GptOptions& options) {
-  if (absl::Status s = config.Validate(); !s.ok()) return s;
-  if (options.max_batch < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_batch must be at least 1, got ", options.max_batch));
-  }
-  if (options.attention_block < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "attention_block must be 0 (auto) or positive, got ", options.attention_block));
-  }
+  if (absl::Status s = Validate(config, options); !s.ok()) return s;
   // The same sizing code as Create(), minus the allocations.
   return GptImpl(config, options, /*allocate=*/false).activation_bytes;
 }
