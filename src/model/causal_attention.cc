@@ -8,11 +8,6 @@
 namespace rt::model {
 namespace {
 
-// `elems` elements past p, for a matmul operand of type mt.
-const void* At(const void* p, MatType mt, int64_t elems) {
-  return static_cast<const char*>(p) + elems * (mt == MatType::kBf16 ? 2 : 4);
-}
-
 // Views, batched over (B, NH). `rows` rows starting wherever the pointer points.
 // Head rows of qkv (Q, K or V): (rows, hs), row stride 3C.
 MatOperand QkvHeads(const AttentionDims& d, int64_t rows) {
@@ -53,8 +48,8 @@ void AttentionScores(MatmulEngine& mm, MatType mt, const AttentionDims& d, const
   const int64_t C = d.C();
   ForBlocks(d, [&](int64_t r0, int64_t rows) {
     const int64_t keys = r0 + rows;  // scores (rows, keys) = Q rows @ K[0, keys)^T
-    mm.Run(mt, QkvHeads(d, rows), At(qkv, mt, r0 * 3 * C), QkvHeadsT(d, keys), At(qkv, mt, C),
-           Scores(d, rows, keys), att + r0 * d.T, nullptr, false);
+    mm.Run(mt, QkvHeads(d, rows), OperandAt(qkv, mt, r0 * 3 * C), QkvHeadsT(d, keys),
+           OperandAt(qkv, mt, C), Scores(d, rows, keys), att + r0 * d.T, nullptr, false);
   });
 }
 
@@ -63,8 +58,8 @@ void AttentionValues(MatmulEngine& mm, MatType mt, const AttentionDims& d, const
   const int64_t C = d.C();
   ForBlocks(d, [&](int64_t r0, int64_t rows) {
     const int64_t keys = r0 + rows;  // y rows (rows, hs) = att (rows, keys) @ V[0, keys)
-    mm.Run(mt, Scores(d, rows, keys), At(att_mm, mt, r0 * d.T), QkvHeads(d, keys),
-           At(qkv, mt, 2 * C), YHeads(d, rows), y + r0 * C, nullptr, false);
+    mm.Run(mt, Scores(d, rows, keys), OperandAt(att_mm, mt, r0 * d.T), QkvHeads(d, keys),
+           OperandAt(qkv, mt, 2 * C), YHeads(d, rows), y + r0 * C, nullptr, false);
   });
 }
 
@@ -73,8 +68,8 @@ void AttentionGradScores(MatmulEngine& mm, MatType mt, const AttentionDims& d, c
   const int64_t C = d.C();
   ForBlocks(d, [&](int64_t r0, int64_t rows) {
     const int64_t keys = r0 + rows;  // datt (rows, keys) = dy rows @ V[0, keys)^T
-    mm.Run(mt, YHeads(d, rows), At(dy, mt, r0 * C), QkvHeadsT(d, keys), At(qkv, mt, 2 * C),
-           Scores(d, rows, keys), datt + r0 * d.T, nullptr, false);
+    mm.Run(mt, YHeads(d, rows), OperandAt(dy, mt, r0 * C), QkvHeadsT(d, keys),
+           OperandAt(qkv, mt, 2 * C), Scores(d, rows, keys), datt + r0 * d.T, nullptr, false);
   });
 }
 
@@ -83,8 +78,8 @@ void AttentionGradValues(MatmulEngine& mm, MatType mt, const AttentionDims& d, c
   const int64_t C = d.C();
   ForBlocks(d, [&](int64_t k0, int64_t keys) {
     const int64_t queries = d.T - k0;  // dV (keys, hs) = att[k0.., k0..+keys)^T @ dy[k0..]
-    mm.Run(mt, ScoresT(d, keys, queries), At(att_mm, mt, k0 * d.T + k0), YHeads(d, queries),
-           At(dy, mt, k0 * C), QkvHeads(d, keys), dqkv + 2 * C + k0 * 3 * C, nullptr, false);
+    mm.Run(mt, ScoresT(d, keys, queries), OperandAt(att_mm, mt, k0 * d.T + k0), YHeads(d, queries),
+           OperandAt(dy, mt, k0 * C), QkvHeads(d, keys), dqkv + 2 * C + k0 * 3 * C, nullptr, false);
   });
 }
 
@@ -93,13 +88,14 @@ void AttentionGradQueryKey(MatmulEngine& mm, MatType mt, const AttentionDims& d,
   const int64_t C = d.C();
   ForBlocks(d, [&](int64_t r0, int64_t rows) {
     const int64_t keys = r0 + rows;  // dQ rows (rows, hs) = ds (rows, keys) @ K[0, keys)
-    mm.Run(mt, Scores(d, rows, keys), At(ds_mm, mt, r0 * d.T), QkvHeads(d, keys), At(qkv, mt, C),
-           QkvHeads(d, rows), dqkv + r0 * 3 * C, nullptr, false);
+    mm.Run(mt, Scores(d, rows, keys), OperandAt(ds_mm, mt, r0 * d.T), QkvHeads(d, keys),
+           OperandAt(qkv, mt, C), QkvHeads(d, rows), dqkv + r0 * 3 * C, nullptr, false);
   });
   ForBlocks(d, [&](int64_t k0, int64_t keys) {
     const int64_t queries = d.T - k0;  // dK (keys, hs) = ds[k0.., k0..+keys)^T @ Q[k0..]
-    mm.Run(mt, ScoresT(d, keys, queries), At(ds_mm, mt, k0 * d.T + k0), QkvHeads(d, queries),
-           At(qkv, mt, k0 * 3 * C), QkvHeads(d, keys), dqkv + C + k0 * 3 * C, nullptr, false);
+    mm.Run(mt, ScoresT(d, keys, queries), OperandAt(ds_mm, mt, k0 * d.T + k0), QkvHeads(d, queries),
+           OperandAt(qkv, mt, k0 * 3 * C), QkvHeads(d, keys), dqkv + C + k0 * 3 * C, nullptr,
+           false);
   });
 }
 

@@ -124,9 +124,7 @@ class GptImpl {
   const void* Mm(const float* f, const bf16_t* h) const {
     return bf16_ ? static_cast<const void*>(h) : static_cast<const void*>(f);
   }
-  const void* Offset(const void* p, int64_t elems) const {
-    return static_cast<const char*>(p) + elems * (bf16_ ? 2 : 4);
-  }
+  const void* Offset(const void* p, int64_t elems) const { return OperandAt(p, mt_, elems); }
   // Parameter `off` (absolute float offset) as a matmul operand.
   const void* W(size_t off) const { return Mm(params_ + off, params_h_.data() + off); }
 

@@ -31,6 +31,11 @@ namespace rt::model {
 
 enum class MatType { kF32, kBf16 };
 
+// The operand `elems` elements past p, for a matmul operand of type t.
+inline const void* OperandAt(const void* p, MatType t, int64_t elems) {
+  return static_cast<const char*>(p) + elems * (t == MatType::kBf16 ? 2 : 4);
+}
+
 // A tensor of 2..4 dims; the last two are the matrix, the others batch dims.
 struct MatOperand {
   std::vector<int64_t> dims;
