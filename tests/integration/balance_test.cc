@@ -169,8 +169,12 @@ TEST_CASE("balance: 3 peers, repeated short SIGSTOPs slow one, then another -- s
   FaultCluster c(tmp / "run", 3, BalanceArgs(tmp / "data", kSteps, "on"), base);
   c.WriteHostsAll({0, 1, 2});
   for (int i = 0; i < 3; ++i) c.Start(i);
-  // The throttle: the slow peer is stopped 60 ms of every 100 (SIGSTOP/SIGCONT, far
+  // The throttle: the slow peer is stopped 6 ms of every 10 (SIGSTOP/SIGCONT, far
   // below --peer-timeout 5 s), peer 1 until some peer reports step kSwitch, then peer 2.
+  // The period is far below a step's compute (tens of ms), as CPU steal is: with a
+  // period near a step's length (it was 60 of 100 ms) the slow peer's compute could fall
+  // inside one run window and look fast, then be stopped mid-compute and look slow, and
+  // its share swung with the phase (CI failures: 10 of 16 steps behind, not 2/3).
   // The throttle notes the wall-clock time of its first stop of peer 2: the steps are
   // split into before and after by the "time" of their metrics lines, not by the step
   // this test happened to have read when it switched (reading can lag the peers).
@@ -182,9 +186,9 @@ TEST_CASE("balance: 3 peers, repeated short SIGSTOPs slow one, then another -- s
       const int who = slow.load();
       if (who == 2 && switched_unix_s.load() == 0) switched_unix_s.store(UnixNowS());
       c.Signal(who, SIGSTOP);
-      std::this_thread::sleep_for(std::chrono::milliseconds(60));
+      std::this_thread::sleep_for(std::chrono::milliseconds(6));
       c.Signal(who, SIGCONT);
-      std::this_thread::sleep_for(std::chrono::milliseconds(40));
+      std::this_thread::sleep_for(std::chrono::milliseconds(4));
     }
   });
   struct Join {
