@@ -37,7 +37,9 @@
 //
 // Output: a human table, then, last, one JSON line for the last size (fields of
 // DESIGN "bench allreduce" plus peers, rank, size, iters, ring_order: hosts-file
-// ranks in ring order) with every size in "results".
+// ranks in ring order; when links were probed, probe_s (the probe's wall time) and
+// bottleneck_bps (the slowest link of the ring in use, bytes/s)) with every size in
+// "results".
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -372,7 +374,7 @@ absl::Status Run() {
       ring->size(), ring->rank(), codec_name, warmup, iters);
 
   collective::RingLinkSummary links;
-  std::string probe_line;
+  std::string probe_line, probe_json;
   if ((auto_codec || reorder) && ring->size() > 1) {
     collective::ReorderOptions ro;
     ro.reform = reorder;
@@ -385,6 +387,8 @@ absl::Status Run() {
     probe_line = absl::StrFormat("  probe: %.2f s; ring in use: %s\n", probed.probe_stats.seconds,
                                  collective::DescribeRing(probed.matrix, ring->order()));
     LogInfo("ring in use: %s", collective::DescribeRing(probed.matrix, ring->order()));
+    probe_json = absl::StrFormat(",\"probe_s\":%.3f,\"bottleneck_bps\":%.0f",
+                                 probed.probe_stats.seconds, links.bottleneck_bps);
   }
   std::optional<collective::CodecSpeeds> speeds;
   if (auto_codec && ring->size() > 1) {
@@ -469,10 +473,10 @@ absl::Status Run() {
   std::printf(
       "{%s,\"codec\":\"%s\",\"encrypted\":%s,\"seal_GBps_per_core\":%.3f,\"peers\":%d,\"rank\":%d,"
       "\"host_rank\":%d,\"iters\":%d,"
-      "\"warmup_iters\":%d,\"ring_order\":[%s],\"verified\":true,\"results\":[%s]}\n",
+      "\"warmup_iters\":%d,\"ring_order\":[%s]%s,\"verified\":true,\"results\":[%s]}\n",
       ResultJson(results.back(), peers).c_str(), codec_name.c_str(),
       ring->encrypted() ? "true" : "false", seal_GBps, peers, rank, ring->host_rank(), iters,
-      warmup, absl::StrJoin(ring->order(), ",").c_str(), all.c_str());
+      warmup, absl::StrJoin(ring->order(), ",").c_str(), probe_json.c_str(), all.c_str());
   std::fflush(stdout);
   // Leave together: a peer exiting first would make the others' last frames look
   // like a failure.

@@ -34,7 +34,7 @@ class PairProbe {
     RETURN_IF_ERROR(MeasureRtt(rtt_s));
     RETURN_IF_ERROR(SendMessage(kRtt, *rtt_s));
     RETURN_IF_ERROR(SendStreams(bw_out));
-    RETURN_IF_ERROR(ReceiveStreams(*rtt_s, bw_in));
+    RETURN_IF_ERROR(ReceiveStreams(bw_in));
     RETURN_IF_ERROR(Expect(kAck, nullptr));
     return Flush();
   }
@@ -48,7 +48,7 @@ class PairProbe {
       RETURN_IF_ERROR(SendBytes(in_));
     }
     RETURN_IF_ERROR(Expect(kRtt, rtt_s));
-    RETURN_IF_ERROR(ReceiveStreams(*rtt_s, bw_in));
+    RETURN_IF_ERROR(ReceiveStreams(bw_in));
     RETURN_IF_ERROR(SendStreams(bw_out));
     RETURN_IF_ERROR(SendMessage(kAck, 0));
     return Flush();
@@ -75,49 +75,101 @@ class PairProbe {
     if (times.empty()) return absl::InvalidArgumentError("link probe: pings must be >= 1");
     // The minimum: the link's own latency. The median can include queueing behind
     // other pairs' probe streams on a shared pipe (two-site layout: 10-20 ms on a
-    // 0.2 ms link), which ReceiveStream would subtract and so inflate the rate.
+    // 0.2 ms link), which the planner would then charge to every message.
     *rtt_s = *std::min_element(times.begin(), times.end());
     return absl::OkStatus();
   }
 
-  // The receiver drives each direction: it requests a warm-up stream, sizes a second
-  // stream from the warm-up's rate, and reports the second rate back to the sender.
-  // It times from just before sending a request to the arrival of the last chunk,
-  // minus one RTT (the request's trip and the last byte's latency), so a late wake-up
-  // of this thread can only lower the figure, never inflate it.
-  absl::Status ReceiveStreams(double rtt_s, double* bw) {
-    double rate = 0;
-    RETURN_IF_ERROR(ReceiveStream(options_.warmup_bytes, rtt_s, &rate));
-    const double want = rate * absl::ToDoubleSeconds(options_.stream_time);
-    const size_t bytes = static_cast<size_t>(std::clamp(
-        want, static_cast<double>(options_.min_stream_bytes),
-        static_cast<double>(std::max(options_.min_stream_bytes, options_.max_stream_bytes))));
-    RETURN_IF_ERROR(ReceiveStream(bytes, rtt_s, bw));
-    return SendMessage(kRate, *bw);
+  // The receiver drives each direction: it requests a warm-up stream, then streams
+  // sized from the last rate to last about `stream_time` (each at most kGrowth x the
+  // one before), until one is steady and long enough, or reaches max_stream_bytes; it
+  // reports that stream's rate back to the sender (kRate ends the direction).
+  //
+  // Why not size one stream from the warm-up and take its rate (as version 1 did): a
+  // token-bucket shaper (tc tbf, a VPS provider's rate limit) passes its burst at full
+  // speed, so a warm-up inside the burst measured a 100 Mbit/s link as fast as loopback,
+  // and the stream sized from that (16 MB) took 1.3 s per direction and pair (link
+  // recoveries of 5-15 s in the soak); and a stream whose first part passes inside the
+  // burst reports a rate several times too high. So each stream is timed on its second
+  // half, and it counts only when its last quarter ran at the second half's rate
+  // (within kSteady): a burst that ran out inside the stream shows as a slower last
+  // quarter, and the next stream, sized from that slower rate, meets a drained bucket.
+  static constexpr double kGrowth = 4;
+  static constexpr double kSteady = 0.15;
+  static constexpr int kMaxStreams = 8;  // per direction; the sender refuses more
+
+  absl::Status ReceiveStreams(double* bw) {
+    const double target_s = absl::ToDoubleSeconds(options_.stream_time);
+    const double lo = static_cast<double>(options_.min_stream_bytes);
+    const double hi =
+        static_cast<double>(std::max(options_.min_stream_bytes, options_.max_stream_bytes));
+    size_t bytes = options_.warmup_bytes;
+    for (int stream = 0;; ++stream) {
+      StreamTiming t;
+      RETURN_IF_ERROR(ReceiveStream(bytes, &t));
+      const bool steady = std::abs(t.last_quarter_bps / t.last_half_bps - 1) <= kSteady;
+      // The warm-up (stream 0: a new connection's slow start) never counts.
+      const bool done =
+          stream > 0 && ((steady && t.last_half_s >= 0.75 * target_s) ||
+                         static_cast<double>(bytes) >= hi || stream + 1 == kMaxStreams);
+      LogDebug(
+          "link probe with %s: stream %d of %d bytes: second half %.1f MB/s in %.1f ms, "
+          "last quarter %.1f MB/s%s",
+          link_.peer_name(), stream, bytes, t.last_half_bps / 1e6, t.last_half_s * 1e3,
+          t.last_quarter_bps / 1e6, done ? " (taken)" : "");
+      if (done) {
+        *bw = t.last_half_bps;
+        return SendMessage(kRate, *bw);
+      }
+      const double want =
+          std::min(t.last_quarter_bps * 2 * target_s, kGrowth * static_cast<double>(bytes));
+      bytes = static_cast<size_t>(std::clamp(want, lo, hi));
+    }
   }
 
-  absl::Status ReceiveStream(size_t bytes, double rtt_s, double* rate) {
+  // Rates of one stream's tail, from the arrival times of its chunks (bytes/s, s).
+  struct StreamTiming {
+    double last_half_bps = 0, last_half_s = 0;
+    double last_quarter_bps = 0;
+  };
+
+  // Receives one stream of about `bytes` (at least 4 chunks) and times its second half
+  // and its last quarter, from the arrival of the chunk before each to the arrival of
+  // the last. (A late wake-up of this thread at the half mark would let queued chunks
+  // arrive at once and raise the figure; the probe runs between steps, with nothing
+  // else running in this process.)
+  absl::Status ReceiveStream(size_t bytes, StreamTiming* t) {
     const uint64_t chunk = std::clamp<size_t>(bytes / 16, 1024, payload_.size());
-    const uint64_t chunks = std::max<uint64_t>(1, (bytes + chunk - 1) / chunk);
+    const uint64_t chunks = std::max<uint64_t>(4, (bytes + chunk - 1) / chunk);
+    const uint64_t half = chunks / 2, quarter = chunks - chunks / 4;  // chunks received
     const uint64_t request[2] = {chunks, chunk};
-    const int64_t start_ns = NowNs();
     RETURN_IF_ERROR(SendMessage(kStream, request, sizeof(request)));
+    int64_t half_ns = 0, quarter_ns = 0;
     for (uint64_t c = 0; c < chunks; ++c) {
       RETURN_IF_ERROR(Receive());
       if (in_.size() != chunk) {
         return Problem(absl::StrFormat("stream chunk of %d bytes, expected %d", in_.size(), chunk));
       }
+      if (c + 1 == half) half_ns = NowNs();
+      if (c + 1 == quarter) quarter_ns = NowNs();
     }
-    const double elapsed = static_cast<double>(NowNs() - start_ns) * 1e-9;
-    const double transfer = std::max({elapsed - rtt_s, elapsed / 2, 1e-7});
-    *rate = static_cast<double>(chunks * chunk) / transfer;
+    const int64_t end_ns = NowNs();
+    t->last_half_s = std::max(static_cast<double>(end_ns - half_ns) * 1e-9, 1e-7);
+    t->last_half_bps = static_cast<double>((chunks - half) * chunk) / t->last_half_s;
+    const double quarter_s = std::max(static_cast<double>(end_ns - quarter_ns) * 1e-9, 1e-7);
+    t->last_quarter_bps = static_cast<double>((chunks - quarter) * chunk) / quarter_s;
     return absl::OkStatus();
   }
 
+  // Sends the streams the receiver asks for until it reports the rate (kRate).
   absl::Status SendStreams(double* bw) {
-    for (int stage = 0; stage < 2; ++stage) {
-      uint64_t request[2];
+    for (int stream = 0;; ++stream) {
       RETURN_IF_ERROR(Receive());
+      if (!in_.empty() && in_[0] == kRate) break;
+      if (stream == kMaxStreams) {
+        return Problem(absl::StrFormat("asked for more than %d streams", kMaxStreams));
+      }
+      uint64_t request[2];
       RETURN_IF_ERROR(CheckTag(kStream, 1 + sizeof(request)));
       std::memcpy(request, in_.data() + 1, sizeof(request));
       const uint64_t chunks = request[0], chunk = request[1];
@@ -131,7 +183,7 @@ class PairProbe {
       }
       bytes_streamed_ += chunks * chunk;
     }
-    return Expect(kRate, bw);
+    return ParseValue(kRate, bw);
   }
 
   absl::Status SendMessage(Tag tag, double value) {
@@ -166,6 +218,10 @@ class PairProbe {
   // Receives a message carrying one double (or none when value is null).
   absl::Status Expect(Tag tag, double* value) {
     RETURN_IF_ERROR(Receive());
+    return ParseValue(tag, value);
+  }
+  // Checks the message in in_ and reads its double.
+  absl::Status ParseValue(Tag tag, double* value) {
     RETURN_IF_ERROR(CheckTag(tag, 1 + sizeof(double)));
     double v;
     std::memcpy(&v, in_.data() + 1, sizeof(v));

@@ -13,11 +13,14 @@
 //      (first one untimed); RTT = minimum (the median may include queueing behind
 //      other pairs' streams on a shared pipe); the dialer tells the acceptor;
 //   3. bandwidth, each direction in turn, driven by the receiver: it requests a
-//      warm-up stream of `warmup_bytes`, then a second stream of rate * `stream_time`
-//      bytes (clamped to [min_stream_bytes, max_stream_bytes]); each stream is timed
-//      from the request to the arrival of its last chunk, minus one RTT; the second
-//      rate is reported to the sender. So a pair costs about 2 * stream_time + a few
-//      RTT on any link speed, and the whole probe about rounds * that;
+//      warm-up stream of `warmup_bytes`, then streams sized from the last rate to last
+//      about `stream_time` (at most 4x the one before, within [min_stream_bytes,
+//      max_stream_bytes]) until one is steady (its last quarter as fast as its second
+//      half, within 15%: no token-bucket burst ran out inside it) and long enough, or
+//      reaches max_stream_bytes (at most 8 per direction); the rate of that stream's
+//      second half is reported to the sender. So a pair costs a few stream_time plus a
+//      few RTT on any link speed, shaped by a token bucket or not, and the whole probe
+//      about rounds * that;
 //   4. the acceptor acknowledges and both close the pair's link.
 // Then each peer contributes its row (its outgoing bandwidths and RTTs) to an
 // allgather over `ring`, and every peer assembles the same bytes into the matrix.
