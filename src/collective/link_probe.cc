@@ -81,9 +81,10 @@ class PairProbe {
   }
 
   // The receiver drives each direction: it requests a warm-up stream, then streams
-  // sized from the last rate to last about `stream_time` (each at most kGrowth x the
-  // one before), until one is steady and long enough, or reaches max_stream_bytes; it
-  // reports that stream's rate back to the sender (kRate ends the direction).
+  // sized from the last rate so that their second half lasts about `stream_time` (each
+  // at most kGrowth x the one before), until one is steady with a second half of at
+  // least 3/4 stream_time, or reaches max_stream_bytes; it reports that stream's rate
+  // back to the sender (kRate ends the direction).
   //
   // Why not size one stream from the warm-up and take its rate (as version 1 did): a
   // token-bucket shaper (tc tbf, a VPS provider's rate limit) passes its burst at full
@@ -154,10 +155,17 @@ class PairProbe {
       if (c + 1 == quarter) quarter_ns = NowNs();
     }
     const int64_t end_ns = NowNs();
-    t->last_half_s = std::max(static_cast<double>(end_ns - half_ns) * 1e-9, 1e-7);
-    t->last_half_bps = static_cast<double>((chunks - half) * chunk) / t->last_half_s;
-    const double quarter_s = std::max(static_cast<double>(end_ns - quarter_ns) * 1e-9, 1e-7);
-    t->last_quarter_bps = static_cast<double>((chunks - quarter) * chunk) / quarter_s;
+    // Seconds from `from_ns` to the end (at least 0.1 us), and the rate of the chunks
+    // that arrived after `received` of them.
+    auto seconds_since = [&](int64_t from_ns) {
+      return std::max(static_cast<double>(end_ns - from_ns) * 1e-9, 1e-7);
+    };
+    auto rate_after = [&](uint64_t received, int64_t from_ns) {
+      return static_cast<double>((chunks - received) * chunk) / seconds_since(from_ns);
+    };
+    t->last_half_s = seconds_since(half_ns);
+    t->last_half_bps = rate_after(half, half_ns);
+    t->last_quarter_bps = rate_after(quarter, quarter_ns);
     return absl::OkStatus();
   }
 

@@ -13,14 +13,15 @@
 //      (first one untimed); RTT = minimum (the median may include queueing behind
 //      other pairs' streams on a shared pipe); the dialer tells the acceptor;
 //   3. bandwidth, each direction in turn, driven by the receiver: it requests a
-//      warm-up stream of `warmup_bytes`, then streams sized from the last rate to last
-//      about `stream_time` (at most 4x the one before, within [min_stream_bytes,
-//      max_stream_bytes]) until one is steady (its last quarter as fast as its second
-//      half, within 15%: no token-bucket burst ran out inside it) and long enough, or
-//      reaches max_stream_bytes (at most 8 per direction); the rate of that stream's
-//      second half is reported to the sender. So a pair costs a few stream_time plus a
-//      few RTT on any link speed, shaped by a token bucket or not, and the whole probe
-//      about rounds * that;
+//      warm-up stream of `warmup_bytes`, then streams sized from the last rate so that
+//      their second half, the timed part, lasts about `stream_time` (at most 4x the one
+//      before, within [min_stream_bytes, max_stream_bytes]) until one is steady (its
+//      last quarter as fast as its second half, within 15%: no token-bucket burst ran
+//      out inside it) with a second half of at least 3/4 stream_time, or reaches
+//      max_stream_bytes (at most 8 per direction); the rate of that stream's second
+//      half is reported to the sender. So a pair costs a few stream_time plus a few RTT
+//      on any link speed, shaped by a token bucket or not, and the whole probe about
+//      rounds * that;
 //   4. the acceptor acknowledges and both close the pair's link.
 // Then each peer contributes its row (its outgoing bandwidths and RTTs) to an
 // allgather over `ring`, and every peer assembles the same bytes into the matrix.
@@ -56,7 +57,7 @@ struct ProbeOptions {
   size_t min_stream_bytes = size_t{256} << 10;
   size_t max_stream_bytes = size_t{16} << 20;
   size_t max_chunk_bytes = size_t{1} << 20;             // stream frame size (at most; >= 16 chunks)
-  absl::Duration stream_time = absl::Milliseconds(40);  // target per direction and pair
+  absl::Duration stream_time = absl::Milliseconds(40);  // timed half of a stream
   absl::Duration timeout = absl::Seconds(30);           // per link setup and per receive
   AbortSignal* abort = nullptr;  // optional: Abort() makes the probe fail promptly
 };
