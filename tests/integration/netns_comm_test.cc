@@ -46,28 +46,53 @@ struct BenchRun {
   std::string ring_order;  // e.g. "0,4,2,1,5,3" (hosts-file ranks in ring order)
 };
 
-// `bench allreduce` of `size` floats, dense, on every peer of `cluster`.
-BenchRun RunDense(const TempDir& tmp, const NetnsCluster& cluster, int peers, bool reorder) {
+// One peer's `bench allreduce`: how it ran, and its last output line (the JSON).
+struct PeerBench {
+  RunResult run;
+  std::string json;
+};
+
+// `bench allreduce ARGS` on each of the first `peers` peers of `cluster` at once (1
+// thread each, one secret, extra `env`); every peer must exit 0 within `timeout_s`
+// and print its JSON line.
+std::vector<PeerBench> BenchOnEveryPeer(const TempDir& tmp, const NetnsCluster& cluster, int peers,
+                                        const std::vector<std::string>& args, int timeout_s,
+                                        const std::vector<std::string>& extra_env = {}) {
   std::vector<std::string> env = cluster.Env();
   env.push_back("OMP_NUM_THREADS=1");
   env.push_back("RINGTRAIN_SECRET=netns-comm-test-secret");
+  env.insert(env.end(), extra_env.begin(), extra_env.end());
   ProcessGroup group(tmp.path());
   for (int i = 0; i < peers; ++i) {
-    group.Start(
-        cluster.Exec(i, {RINGTRAIN_BINARY, "bench", "allreduce", "--hosts", cluster.hosts(),
-                         "--rank", std::to_string(i), "--size=8M", "--iters=2", "--warmup-iters=1",
-                         "--wait=30", reorder ? "--reorder" : "--reorder=false"}),
-        env);
+    std::vector<std::string> cmd = {RINGTRAIN_BINARY, "bench",  "allreduce",      "--hosts",
+                                    cluster.hosts(),  "--rank", std::to_string(i)};
+    cmd.insert(cmd.end(), args.begin(), args.end());
+    group.Start(cluster.Exec(i, cmd), env);
   }
-  const std::vector<RunResult> results = group.WaitAll(170);
-  BenchRun run;
-  for (int i = 0; i < peers; ++i) {
-    const RunResult& r = results[i];
-    INFO("reorder=", reorder, " peer ", i, " stdout:\n", r.out, "\nstderr:\n", r.err);
+  std::vector<PeerBench> out;
+  for (RunResult& r : group.WaitAll(timeout_s)) {
+    INFO("peer ", out.size(), " stdout:\n", r.out, "\nstderr:\n", r.err);
     REQUIRE_FALSE(r.timed_out);
     REQUIRE(r.exit_code == 0);
-    const std::string json = LastLineWithPrefix(r.out, "{");
+    std::string json = LastLineWithPrefix(r.out, "{");
     REQUIRE(!json.empty());
+    out.push_back({std::move(r), std::move(json)});
+  }
+  return out;
+}
+
+// `bench allreduce` of 8M floats, dense, on every peer of `cluster`.
+BenchRun RunDense(const TempDir& tmp, const NetnsCluster& cluster, int peers, bool reorder) {
+  INFO("reorder=", reorder);
+  const std::vector<PeerBench> results =
+      BenchOnEveryPeer(tmp, cluster, peers,
+                       {"--size=8M", "--iters=2", "--warmup-iters=1", "--wait=30",
+                        reorder ? "--reorder" : "--reorder=false"},
+                       170);
+  BenchRun run;
+  for (int i = 0; i < peers; ++i) {
+    const std::string& json = results[i].json;
+    INFO("peer ", i, " stdout:\n", results[i].run.out);
     const size_t at = json.find("\"ring_order\":[");
     REQUIRE(at != std::string::npos);
     const size_t begin = at + 14, end = json.find(']', begin);
@@ -162,24 +187,13 @@ TEST_CASE("netns link probe: 100 Mbit/s links with a 1 MB token-bucket burst, fa
   NetnsCluster cluster(tmp, "lp", {"2", "--rate", "100mbit", "--burst", "1048576"});
   INFO("netns-cluster up:\n", cluster.up_result().out, cluster.up_result().err);
   REQUIRE(cluster.up_result().exit_code == 0);
-  std::vector<std::string> env = cluster.Env();
-  env.push_back("OMP_NUM_THREADS=1");
-  env.push_back("RINGTRAIN_SECRET=netns-probe-test-secret");
-  env.push_back("RINGTRAIN_LOG=debug");
-  ProcessGroup group(tmp.path());
+  const std::vector<PeerBench> results =
+      BenchOnEveryPeer(tmp, cluster, peers,
+                       {"--size=64K", "--iters=1", "--warmup-iters=0", "--wait=30", "--reorder"},
+                       120, {"RINGTRAIN_LOG=debug"});
   for (int i = 0; i < peers; ++i) {
-    group.Start(cluster.Exec(i, {RINGTRAIN_BINARY, "bench", "allreduce", "--hosts", cluster.hosts(),
-                                 "--rank", std::to_string(i), "--size=64K", "--iters=1",
-                                 "--warmup-iters=0", "--wait=30", "--reorder"}),
-                env);
-  }
-  const std::vector<RunResult> results = group.WaitAll(120);
-  for (int i = 0; i < peers; ++i) {
-    const RunResult& r = results[i];
-    INFO("peer ", i, " stdout:\n", r.out, "\nstderr:\n", r.err);
-    REQUIRE_FALSE(r.timed_out);
-    REQUIRE(r.exit_code == 0);
-    const std::string json = LastLineWithPrefix(r.out, "{");
+    const std::string& json = results[i].json;
+    INFO("peer ", i, " stderr (the probe's streams):\n", results[i].run.err);
     const double probe_s = JsonNumber(json, "probe_s");
     const double bps = JsonNumber(json, "bottleneck_bps");
     MESSAGE("peer " << i << ": probe " << probe_s << " s, slowest link " << bps / 1e6
