@@ -1,0 +1,78 @@
+# Sourced by the fleet tests: N "hosts" in network namespaces (tools/netns-cluster), each
+# with its own sshd, its own /root (a directory of the test bind-mounted over it) and its
+# own PID namespace (so `pkill -x ringtrain` there sees that host's peer alone, and killing
+# its sshd ends everything the host runs), plus a client address on the hub's bridge from
+# which tools/fleet drives them, as from the user's own machine. Root only.
+#
+#   fleet_hosts_up N WORKDIR    # sets FLEET_SSH_OPTS (array), FH_CLIENT (command prefix)
+#   fleet_hosts_down            # kills the sshds (and all their hosts run), removes the cluster
+# The sshd config is the test's own (port 2222, a fresh host key, one authorized key,
+# AcceptEnv PSSH_*); nothing of the machine's ssh configuration is read or changed.
+
+FH_SSH_PORT=2222
+FH_PIDS=()
+FH_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+
+fleet_hosts_up() {
+  local n=$1 work=$2 i
+  FH_WORK=$work
+  mkdir -p "$work/ssh"
+  ssh-keygen -q -t ed25519 -N '' -f "$work/ssh/host_key" -C fleet-test-host
+  ssh-keygen -q -t ed25519 -N '' -f "$work/ssh/user_key" -C fleet-test-user
+  cp "$work/ssh/user_key.pub" "$work/ssh/authorized_keys"
+  cat >"$work/ssh/sshd_config" <<CFG
+Port $FH_SSH_PORT
+ListenAddress 0.0.0.0
+HostKey $work/ssh/host_key
+AuthorizedKeysFile $work/ssh/authorized_keys
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+AcceptEnv PSSH_*
+PidFile none
+Subsystem sftp internal-sftp
+CFG
+  # sshd's privilege-separation directory (its package's service makes it at boot).
+  mkdir -p /run/sshd
+  "$FH_REPO/tools/netns-cluster" up "$n" --rate none >/dev/null
+  ip -n "${RT_NETNS_PREFIX}hub" addr add 10.77.0.254/24 dev br0
+  for ((i = 0; i < n; i++)); do
+    mkdir -p "$work/host$i"
+    ip netns exec "${RT_NETNS_PREFIX}$i" unshare --mount --propagation private --pid --fork \
+      --mount-proc --kill-child bash -c 'mount --bind "$1" /root && exec /usr/sbin/sshd -D -e -f "$2"' \
+      fleet-host "$work/host$i" "$work/ssh/sshd_config" >"$work/sshd$i.log" 2>&1 &
+    FH_PIDS+=("$!")
+  done
+  FLEET_SSH_OPTS=(--ssh-opt "IdentityFile=$work/ssh/user_key"
+    --ssh-opt "UserKnownHostsFile=$work/ssh/known_hosts" --ssh-opt StrictHostKeyChecking=accept-new
+    --ssh-opt IdentitiesOnly=yes)
+  FH_CLIENT=(ip netns exec "${RT_NETNS_PREFIX}hub")
+  # Wait until every sshd answers.
+  for ((i = 0; i < n; i++)); do
+    local k
+    for ((k = 0; k < 50; k++)); do
+      fh_ssh "$i" true 2>/dev/null && break
+      sleep 0.2
+    done
+    fh_ssh "$i" true || { echo "sshd of host $i does not answer:"; cat "$work/sshd$i.log"; return 1; }
+  done
+}
+
+# fh_ssh I CMD...: run CMD on host I over ssh, from the client address.
+fh_ssh() {
+  local i=$1
+  shift
+  "${FH_CLIENT[@]}" ssh -o BatchMode=yes -o IdentityFile="$FH_WORK/ssh/user_key" -o IdentitiesOnly=yes \
+    -o UserKnownHostsFile="$FH_WORK/ssh/known_hosts" -o StrictHostKeyChecking=accept-new \
+    -p "$FH_SSH_PORT" "root@10.77.0.$((i + 1))" "$@"
+}
+
+fleet_hosts_down() {
+  local pid
+  for pid in "${FH_PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
+  for pid in "${FH_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  FH_PIDS=()
+  "$FH_REPO/tools/netns-cluster" down >/dev/null 2>&1 || true
+}
