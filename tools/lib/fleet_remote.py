@@ -288,28 +288,28 @@ finish 0
 # checkpoints, every peer exits 0.
 STOP = PRELUDE + r'''
 timeout_s=$1
-if ! p=$(running_pid); then
-  echo "state=not running"
-  k=$(keeper_pid) && kill -TERM "$k" 2>/dev/null  # between two restarts
-  finish 0
+if p=$(running_pid); then
+  if [[ $(start_mode) == systemd ]]; then
+    timeout "$timeout_s" systemctl stop ringtrain
+  elif k=$(keeper_pid); then
+    kill -TERM "$k"
+  else
+    kill -TERM "$p"
+  fi
 fi
+# A SIGTERM to one peer stops them all: this one may be on its way out already.
+end=$((SECONDS + timeout_s))
+while running_pid >/dev/null && [[ $SECONDS -lt $end ]]; do sleep 0.5; done
+if running_pid >/dev/null; then echo "state=still running after $timeout_s s"; finish 1; fi
 if [[ $(start_mode) == systemd ]]; then
-  timeout "$timeout_s" systemctl stop ringtrain
-  echo "exit=status $(systemctl show -p ExecMainStatus --value ringtrain)"
+  echo "exit=exit status $(systemctl show -p ExecMainStatus --value ringtrain)"
 else
-  if k=$(keeper_pid); then kill -TERM "$k"; else kill -TERM "$p"; fi
-  end=$((SECONDS + timeout_s))
-  while pid_named "$D/ringtrain.pid" ringtrain >/dev/null && [[ $SECONDS -lt $end ]]; do sleep 0.5; done
-  # The keeper logs the exit status once ringtrain is gone (its last line then is no
-  # longer the "started" one).
-  for _ in $(seq 20); do
-    last=$(grep -a 'keep-running\]' "$D/ringtrain.log" | tail -n 1)
-    [[ $last == *"] started"* ]] || break
-    sleep 0.25
-  done
+  # The keeper logs ringtrain's exit status, then ends.
+  while keeper_pid >/dev/null && [[ $SECONDS -lt $((end + 10)) ]]; do sleep 0.25; done
+  k=$(keeper_pid) && kill -TERM "$k" 2>/dev/null  # between two restarts: no more
+  last=$(grep -a 'keep-running\]' "$D/ringtrain.log" 2>/dev/null | tail -n 1)
   echo "exit=${last#*keep-running] }"
 fi
-if running_pid >/dev/null; then echo "state=still running after $timeout_s s"; finish 1; fi
 echo "state=stopped"
 echo "stopped=$(log_tail 30 | grep -E 'stopped cleanly|finished training' | tail -n 1 | sed 's/^\[[^]]*\] //')"
 echo "ckpt=$(log_tail 30 | grep -E 'checkpoint step [0-9]+' | tail -n 1 | sed 's/^.*\(checkpoint step [0-9]*\).*$/\1/')"

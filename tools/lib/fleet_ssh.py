@@ -88,17 +88,21 @@ class Transport:
             with open(hosts, "w") as f:
                 f.write("".join(p.target + "\n" for p in peers))
             outdir, errdir = os.path.join(work, "out"), os.path.join(work, "err")
-            cmd = [tool_args[0], "-h", hosts, "-p", str(max(1, len(peers))), "-t", str(timeout),
+            cmd = [tool_args[0], "-h", hosts, "-p", str(max(1, len(peers))), "-t", str(int(timeout)),
                    "-o", outdir, "-e", errdir] + self._opts() + tool_args[1:]
             if self.verbose:
                 print("fleet: " + " ".join(shlex.quote(c) for c in cmd[:12]) + " ...")
             proc = subprocess.run(cmd, input=stdin, stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT)
             status = {}
-            for line in proc.stdout.decode("utf-8", "replace").split("\n"):
+            printed = proc.stdout.decode("utf-8", "replace")
+            for line in printed.split("\n"):
                 m = STATUS_LINE.match(line)
                 if m:
                     status[m.group(2)] = "" if m.group(1) == "SUCCESS" else (m.group(3) or "failed")
+            if not status and proc.returncode != 0:
+                raise FleetError(f"{tool_args[0]} failed (exit {proc.returncode}): "
+                                 + " | ".join(printed.strip().split("\n")[-3:]))
             results = {}
             for p in peers:
                 def read(d):
