@@ -97,11 +97,11 @@ if [[ $SRC_OPT == --binary ]]; then prep=$SRC; else prep=$REPO/build/ringtrain; 
 "$prep" prepare --input corpus.txt --out prepared --vocab-size 512 --sample-mb 1 --threads 1 >/dev/null 2>&1 ||
   fail "prepare"
 
-echo "=== check (3 hosts)"
+echo "=== [$((SECONDS - START_S)) s] check (3 hosts)"
 fleet check --min-disk-gb 0.1 --listen-s 15 | tee out.txt
 grep -q "all 6 peer pairs connect" out.txt || fail "check did not test all 6 pairs"
 
-echo "=== check with host 2's ring port closed to host 1 (a routing rule on host 1)"
+echo "=== [$((SECONDS - START_S)) s] check with host 2's ring port closed to host 1 (a routing rule on host 1)"
 ip -n "${RT_NETNS_PREFIX}1" rule add to 10.77.0.3 ipproto tcp dport 29500 unreachable
 if fleet check --min-disk-gb 0.1 --listen-s 15 >out.txt 2>&1; then
   cat out.txt
@@ -113,7 +113,7 @@ grep -q "^FAIL root@10.77.0.2:$FH_SSH_PORT: cannot reach peer 10.77.0.3:29500 (r
 [[ $(grep -c "^FAIL" out.txt) == 1 ]] || fail "check named other pairs than 1 -> 2"
 ip -n "${RT_NETNS_PREFIX}1" rule del to 10.77.0.3 ipproto tcp dport 29500 unreachable
 
-echo "=== push $SRC_OPT"
+echo "=== [$((SECONDS - START_S)) s] push $SRC_OPT"
 fleet push "$SRC_OPT" "$SRC" --data prepared | tee out.txt
 [[ $(grep -c "pushed" out.txt) == 3 ]] || fail "push did not report 3 hosts"
 for i in 0 1 2; do
@@ -125,7 +125,7 @@ for i in 0 1 2; do
   cmp -s "$d/data/manifest.txt" prepared/manifest.txt || fail "host $i: data not copied"
 done
 
-echo "=== start"
+echo "=== [$((SECONDS - START_S)) s] start"
 fleet start --mode detached
 # wait_ring N: until `status` says every host runs and N hosts train in one view.
 wait_ring() {
@@ -146,7 +146,7 @@ for i in 0 1 2; do
   [[ $(fh_ssh "$i" 'pgrep -c -x ringtrain') == 1 ]] || fail "host $i: no process named ringtrain"
 done
 
-echo "=== grow to 4"
+echo "=== [$((SECONDS - START_S)) s] grow to 4"
 fleet grow "root@10.77.0.4:$FH_SSH_PORT" "$SRC_OPT" "$SRC" --data prepared --mode detached
 [[ $(grep -c . inventory) == 4 && $(grep -c '^10\.' hosts) == 4 ]] || fail "grow did not edit both files"
 wait_ring 4
@@ -160,7 +160,7 @@ last_steps() {
   done
 }
 
-echo "=== stop"
+echo "=== [$((SECONDS - START_S)) s] stop"
 fleet stop --timeout 60 | tee out.txt
 [[ $(grep -c "stopped: ringtrain exited 0" out.txt) == 4 ]] || fail "not all 4 peers exited 0"
 last_steps 0 1 2 3 | tee ends.txt
@@ -169,7 +169,7 @@ stop_step=$(cut -d' ' -f1 <ends.txt | head -n 1)
 grep -q "checkpoint step $stop_step" out.txt || fail "no checkpoint at the stop step $stop_step"
 lines0=$(wc -l <"$W/host0/ringtrain/metrics.rank0.jsonl")
 
-echo "=== start again: resumes"
+echo "=== [$((SECONDS - START_S)) s] start again: resumes"
 fleet start --mode detached
 wait_ring 4
 first=$(sed -n "$((lines0 + 1))p" "$W/host0/ringtrain/metrics.rank0.jsonl" |
@@ -177,17 +177,17 @@ first=$(sed -n "$((lines0 + 1))p" "$W/host0/ringtrain/metrics.rank0.jsonl" |
 [[ $first == $((stop_step + 1)) ]] || fail "restarted at step $first, not $((stop_step + 1))"
 echo "resumed at step $first after the checkpoint of step $stop_step"
 
-echo "=== logs"
+echo "=== [$((SECONDS - START_S)) s] logs"
 fleet logs -n 2 >out.txt
 [[ $(grep -c "^=== root@" out.txt) == 4 ]] || fail "logs did not show 4 hosts"
 
-echo "=== shrink to 3"
+echo "=== [$((SECONDS - START_S)) s] shrink to 3"
 fleet shrink "root@10.77.0.4:$FH_SSH_PORT" --timeout 60 | tee out.txt
 grep -q "root@10.77.0.4:$FH_SSH_PORT *left: .*ringtrain exited 0" out.txt || fail "the removed peer did not leave with exit 0"
 [[ $(grep -c . inventory) == 3 && $(grep -c '^10\.' hosts) == 3 ]] || fail "shrink did not edit both files"
 wait_ring 3
 
-echo "=== stop"
+echo "=== [$((SECONDS - START_S)) s] stop"
 fleet stop --timeout 60 | tee out.txt
 [[ $(grep -c "stopped: ringtrain exited 0" out.txt) == 3 ]] || fail "not all 3 peers exited 0"
 last_steps 0 1 2 | tee ends.txt

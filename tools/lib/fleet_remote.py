@@ -215,6 +215,10 @@ for f in bin/ringtrain bin/ringtrain-keep-running hosts secret train.flags fleet
   [[ -e $f ]] || { echo "error=$D/$f is missing: run push first"; finish 1; }
 done
 if p=$(running_pid); then echo "state=already running (pid $p)"; finish 0; fi
+if [[ $(start_mode) == detached ]] && k=$(keeper_pid); then
+  echo "state=already running (ringtrain-keep-running pid $k restarts it: see logs)"
+  finish 0
+fi
 if [[ $mode == auto ]]; then
   if [[ -d /run/systemd/system && $(id -u) == 0 ]]; then mode=systemd; else mode=detached; fi
 fi

@@ -145,7 +145,7 @@ class Transport:
                 out.update(f.result())
         return out
 
-    def scp(self, peers, *paths, timeout=600):
+    def scp(self, peers, *paths, timeout=3600):
         """Copies local files paths[:-1] to paths[-1] on each peer (a path relative to the
         remote home, or absolute; a directory when several files go)."""
         return self._run(["parallel-scp"] + list(paths), peers, timeout)
