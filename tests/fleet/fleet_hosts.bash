@@ -70,7 +70,13 @@ fh_ssh() {
 }
 
 fleet_hosts_down() {
-  local pid
+  local pid sock
+  # The ssh connections tools/fleet keeps open (ControlPersist), by their sockets.
+  for sock in "$FH_WORK"/cm-*; do
+    [[ -S $sock ]] && ssh -S "$sock" -O exit fleet-host >/dev/null 2>&1
+  done
+  # Killing a host's unshare kills its sshd (--kill-child), the PID namespace's first
+  # process: the kernel then kills everything the host runs.
   for pid in "${FH_PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
   for pid in "${FH_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
   FH_PIDS=()

@@ -40,10 +40,9 @@ source "$REPO/tests/fleet/fleet_hosts.bash"
 START_S=$SECONDS
 cleanup() {
   local rc=$?
+  set +e  # every step of the teardown runs, whatever fails (errexit holds in traps too)
   [[ -n ${WATCHDOG:-} ]] && kill "$WATCHDOG" 2>/dev/null
   fleet_hosts_down
-  # The ssh connections tools/fleet shares (ControlPersist) end with their sshd; their
-  # sockets are in $W.
   if [[ $rc != 0 && -n ${FLEET_TEST_KEEP:-} ]]; then echo "kept $W"; else rm -rf "$W"; fi
   echo "fleet test: $((SECONDS - START_S)) s, exit $rc"
 }
