@@ -80,6 +80,8 @@ expect_error "secret is readable by others \(mode 644\): chmod 600 secret" push
 chmod 600 secret
 expect_error "push: give --binary or --release, not both" push --binary x --release y
 expect_error "push: missing-file is not a file" push --binary missing-file
+mkdir not-prepared
+expect_error "push --data not-prepared: no manifest.txt there" push --data not-prepared
 
 # The systemd unit `start` writes (tools/ringtrain.service with this fleet's paths), as
 # systemd would read it, where systemd-analyze exists.
