@@ -13,7 +13,7 @@
 #     --binary (default) or --release (BINARY is then a release tarball).
 # Root only; exits 77 (ctest SKIP_RETURN_CODE) with the reason when not root or without
 # ip netns, sshd or parallel-ssh. Bounded: every fleet command has its own timeout and the
-# whole test stops after $FLEET_TEST_TIMEOUT s (default 240); everything it made is removed
+# whole test stops after $FLEET_TEST_TIMEOUT s (default 270); everything it made is removed
 # (FLEET_TEST_KEEP=1 keeps the hosts' directories of a failed run).
 set -Eeuo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
@@ -50,9 +50,9 @@ trap cleanup EXIT
 # The watchdog signals this script; its own sleep dies with it.
 (
   trap 'kill $s 2>/dev/null; exit 0' TERM
-  sleep "${FLEET_TEST_TIMEOUT:-240}" &
+  sleep "${FLEET_TEST_TIMEOUT:-270}" &
   s=$!
-  wait $s && echo "FAIL: the test took more than ${FLEET_TEST_TIMEOUT:-240} s" && kill -TERM $$
+  wait $s && echo "FAIL: the test took more than ${FLEET_TEST_TIMEOUT:-270} s" && kill -TERM $$
 ) &
 WATCHDOG=$!
 trap 'exit 124' TERM

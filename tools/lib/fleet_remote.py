@@ -280,11 +280,12 @@ log_tail "$1" | sed 's/^/log=/'
 finish 0
 '''
 
-# SIGHUP: re-read the hosts file.
+# The new hosts file (copied to incoming/) into place, then SIGHUP: re-read it.
 RELOAD = PRELUDE + r'''
-if ! p=$(running_pid); then echo "state=not running"; finish 0; fi
+mv -f "$D/incoming/hosts" "$D/hosts" || finish 1
+if ! p=$(running_pid); then echo "state=updated (not running)"; finish 0; fi
 if [[ $(start_mode) == systemd ]]; then systemctl reload ringtrain; else kill -HUP "$p"; fi
-echo "state=signalled (pid $p)"
+echo "state=updated, SIGHUP sent (pid $p)"
 finish 0
 '''
 
