@@ -4,7 +4,8 @@
 # address on the hub as from the user's own machine:
 #   check (3 hosts, every ring-port pair) -> push --binary --data -> start -> status (3 of
 #   3 training) -> grow to 4 -> stop (one step, one param_hash, a checkpoint) -> start
-#   again (resumes after the checkpoint's step) -> shrink to 3 (the removed peer leaves,
+#   again (resumes after the checkpoint's step; before, a peer that cannot start is named
+#   with its log lines) -> shrink to 3 (the removed peer leaves,
 #   exit 0) -> stop (one step, one param_hash); plus `check` naming a pair whose ring
 #   port is blocked (a routing rule), and `logs`.
 #
@@ -167,6 +168,19 @@ last_steps 0 1 2 3 | tee ends.txt
 stop_step=$(cut -d' ' -f1 <ends.txt | head -n 1)
 grep -q "checkpoint step $stop_step" out.txt || fail "no checkpoint at the stop step $stop_step"
 lines0=$(wc -l <"$W/host0/ringtrain/metrics.rank0.jsonl")
+
+echo "=== [$((SECONDS - START_S)) s] start, one host with a wrong --self: named, with its log"
+flags2=$W/host2/ringtrain/fleet.flags
+sed -i 's/^--self=.*/--self=10.77.0.99:29500/' "$flags2"
+if fleet start --mode detached --only "root@10.77.0.3:$FH_SSH_PORT" >out.txt 2>&1; then
+  cat out.txt
+  fail "start reported success for a peer that cannot start"
+fi
+cat out.txt
+grep -q "^FAIL root@10.77.0.3:$FH_SSH_PORT: ringtrain exited within 3 s" out.txt || fail "start did not name host 2"
+grep -q "10.77.0.99:29500.*is not in the hosts file" out.txt || fail "start did not show host 2's log"
+[[ -z $(fh_ssh 2 'pgrep -x ringtrain; pgrep -f ringtrain-keep-runnin[g]' || true) ]] || fail "host 2 still runs ringtrain or its keeper"
+sed -i 's/^--self=.*/--self=10.77.0.3:29500/' "$flags2"
 
 echo "=== [$((SECONDS - START_S)) s] start again: resumes"
 fleet start --mode detached
