@@ -235,6 +235,7 @@ if [[ $mode == systemd ]]; then
     echo "state=started as the systemd service ringtrain (pid $p)"
     finish 0
   fi
+  systemctl stop ringtrain  # no restarts every 5 s of a peer that cannot start
 else
   rm -f ringtrain.pid keeper.pid
   echo detached >start-mode
