@@ -69,6 +69,7 @@ printf '127.0.0.1:29500\n127.0.0.1:29500\n' >dup
 expect_error "dup:2: 127.0.0.1:29500 is already on line 1" -H dup status
 printf '127.0.0.1:99999\n' >badport
 expect_error "badport:1: port 99999 is not in 1..65535" -H badport status
+# shellcheck disable=SC2088  # the literal ~ is the point: tools/fleet must refuse it
 expect_error "-d ~/x: use letters" -d '~/x' status
 
 printf -- '--data=data\n--hosts=other\n--ckpt-dir=c\n--global-batch=8\n' >own.flags

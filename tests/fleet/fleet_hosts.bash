@@ -40,11 +40,13 @@ CFG
   ip -n "${RT_NETNS_PREFIX}hub" addr add 10.77.0.254/24 dev br0
   for ((i = 0; i < n; i++)); do
     mkdir -p "$work/host$i"
+    # shellcheck disable=SC2016  # $1 and $2 are the inner bash's arguments
     ip netns exec "${RT_NETNS_PREFIX}$i" unshare --mount --propagation private --pid --fork \
       --mount-proc --kill-child bash -c 'mount --bind "$1" /root && exec /usr/sbin/sshd -D -e -f "$2"' \
       fleet-host "$work/host$i" "$work/ssh/sshd_config" >"$work/sshd$i.log" 2>&1 &
     FH_PIDS+=("$!")
   done
+  # shellcheck disable=SC2034  # used by the sourcing test
   FLEET_SSH_OPTS=(--ssh-opt "IdentityFile=$work/ssh/user_key"
     --ssh-opt "UserKnownHostsFile=$work/ssh/known_hosts" --ssh-opt StrictHostKeyChecking=accept-new
     --ssh-opt IdentitiesOnly=yes)
