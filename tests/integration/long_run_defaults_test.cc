@@ -3,8 +3,9 @@
 // ONEDNN_MAX_CPU_ISA=AVX2: no bf16 there) and a peer on the best path of this CPU train
 // together to the end, each in its own precision, with bit-identical replicas at every
 // step; (2) --ckpt-minutes checkpoints on time, and both writers (the leader and its
-// successor, each in its own directory) write the same steps, with --zero 1, whose
-// checkpoints are a collective that every member must agree on. Bounded (~1 min).
+// successor, each in its own directory) write the same steps even when only one of them
+// counts minutes (the vote travels in the step's sum), with --zero 1, whose checkpoints
+// are a collective that every member must agree on. Bounded (~1 min).
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -119,10 +120,13 @@ TEST_CASE("defaults: --ckpt-minutes checkpoints on time, both writers at the sam
   ProcessGroup group(tmp.path());
   // 0.002 minutes = 0.12 s: a tiny model's steps take milliseconds, so several come due.
   // --keep 0 keeps them all; --zero 1 makes each a collective of both peers.
+  // Rank 1 counts no minutes itself (--ckpt-minutes=0): it checkpoints at the same steps
+  // only because rank 0's votes reach it through the step's sum.
   for (int rank = 0; rank < 2; ++rank) {
     group.Start(PeerArgv(tmp, hosts, rank,
-                         {"--steps=" + std::to_string(steps), "--zero=1", "--ckpt-minutes=0.002",
-                          "--keep=0", "--ckpt-dir", tmp / ("ckpt" + std::to_string(rank))}),
+                         {"--steps=" + std::to_string(steps), "--zero=1",
+                          rank == 0 ? "--ckpt-minutes=0.002" : "--ckpt-minutes=0", "--keep=0",
+                          "--ckpt-dir", tmp / ("ckpt" + std::to_string(rank))}),
                 {"OMP_NUM_THREADS=1"});
   }
   const std::vector<RunResult> r = group.WaitAll(150);
