@@ -17,6 +17,7 @@
 #include "absl/strings/str_replace.h"
 #include "cli/command_line.h"
 #include "cli/subcommand.h"
+#include "cli/version.h"
 #include "core/cpu_features.h"
 
 namespace {
@@ -38,7 +39,8 @@ void PrintTopLevelHelp(FILE* out) {
   }
   std::fprintf(
       out,
-      "\nFlags may be written --seq-len or --seq_len; --flagfile=FILE reads flags from FILE.\n");
+      "\nFlags may be written --seq-len or --seq_len; --flagfile=FILE reads flags from FILE.\n"
+      "ringtrain --version prints the version, the commit and this CPU's compute paths.\n");
 }
 
 std::string Dashed(std::string name) { return absl::StrReplaceAll(name, {{"_", "-"}}); }
@@ -59,6 +61,25 @@ void PrintSubcommandHelp(const rt::cli::Subcommand& sub) {
   }
 }
 
+// The arguments the kernel started this process with, from /proc/self/cmdline (NUL
+// separated); empty if it cannot be read.
+std::vector<std::string> StartCommandLine() {
+  std::vector<std::string> args;
+  FILE* f = std::fopen("/proc/self/cmdline", "rb");
+  if (f == nullptr) return args;
+  std::string all;
+  char buf[4096];
+  for (size_t got; (got = std::fread(buf, 1, sizeof(buf), f)) > 0;) all.append(buf, got);
+  std::fclose(f);
+  for (size_t at = 0; at < all.size();) {
+    const size_t end = all.find('\0', at);
+    args.push_back(all.substr(at, end == std::string::npos ? std::string::npos : end - at));
+    if (end == std::string::npos) break;
+    at = end + 1;
+  }
+  return args;
+}
+
 // libgomp reads OMP_WAIT_POLICY once, before main. Its default (spin for a while)
 // costs dearly when cores are shared: with the Asio I/O threads of the ring, or on an
 // oversubscribed VPS, spinning compute threads starve them (measured on 2 shared
@@ -68,7 +89,13 @@ void PrintSubcommandHelp(const rt::cli::Subcommand& sub) {
 //
 // The exec names the resolved binary, never /proc/self/exe: the kernel names a
 // process after the file it executes, and a process named `exe` is invisible to
-// `pkill -x ringtrain`, `pidof` and `top` (the README signals peers with pkill).
+// `pkill -x ringtrain`, `pidof` and `top` (peers are signalled with pkill).
+//
+// It passes the command line the kernel started this process with (/proc/self/cmdline),
+// not main's argv: the release starts the binary through its own copy of the dynamic
+// loader (`lib/ringtrain --library-path lib --argv0 ... lib/ringtrain.bin ARGS`), so
+// /proc/self/exe is the loader and only the whole original command line starts the same
+// program again with the same libraries. Run directly, both are the same.
 // Returns only if no re-exec was needed or it failed.
 void EnsurePassiveOpenMpWait(char** argv) {
   if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
@@ -76,8 +103,12 @@ void EnsurePassiveOpenMpWait(char** argv) {
   const ssize_t n = readlink("/proc/self/exe", self.data(), self.size() - 1);
   if (n <= 0) return;  // no /proc: carry on with libgomp's default policy
   self.resize(static_cast<size_t>(n));
+  std::vector<std::string> original = StartCommandLine();
+  std::vector<char*> args;
+  for (std::string& a : original) args.push_back(a.data());
+  args.push_back(nullptr);
   if (setenv("OMP_WAIT_POLICY", "PASSIVE", 1) != 0) return;
-  execv(self.c_str(), argv);
+  execv(self.c_str(), original.empty() ? argv : args.data());
   // The binary was replaced or deleted under us (" (deleted)"): carry on spinning.
   std::fprintf(stderr, "ringtrain: cannot re-execute %s (%s); OpenMP threads will spin-wait\n",
                self.c_str(), std::strerror(errno));
@@ -87,7 +118,7 @@ void EnsurePassiveOpenMpWait(char** argv) {
 
 int main(int argc, char** argv) {
   // The process is `ringtrain` however it was started (a symlink, a renamed copy, a
-  // wrapper): the README's `pkill -HUP -x ringtrain` and `pidof ringtrain` find it.
+  // wrapper, the release's loader): `pkill -HUP -x ringtrain` and `pidof ringtrain` find it.
   prctl(PR_SET_NAME, "ringtrain", 0, 0, 0);
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0 ||
       std::strcmp(argv[1], "help") == 0) {
@@ -98,7 +129,7 @@ int main(int argc, char** argv) {
   for (const auto* candidate : AllSubcommands()) {
     if (candidate->name == argv[1]) sub = candidate;
   }
-  if (sub == nullptr) {
+  if (sub == nullptr && std::strcmp(argv[1], "--version") != 0) {
     std::fprintf(stderr, "ringtrain: unknown command '%s' (try: ringtrain --help)\n", argv[1]);
     return 2;
   }
@@ -107,6 +138,14 @@ int main(int argc, char** argv) {
   if (absl::StatusOr<rt::Isa> isa = rt::IsaCapFromEnv(); !isa.ok()) {
     std::fprintf(stderr, "ringtrain: %s\n", std::string(isa.status().message()).c_str());
     return 2;
+  }
+
+  if (std::strcmp(argv[1], "--version") == 0) {
+    if (argc > 2) {
+      std::fprintf(stderr, "ringtrain: --version takes no arguments\n");
+      return 2;
+    }
+    return rt::cli::PrintVersion();
   }
 
   // Flags (flag files included) are checked and set by cli/command_line.h.

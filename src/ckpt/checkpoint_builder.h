@@ -3,7 +3,7 @@
 // atomically once everything is in place. WriteCheckpoint (ckpt/checkpoint.h) is this
 // builder given every section whole, so both share one code path.
 //
-// Why: with --zero 1 (issue 16) no peer holds the whole AdamW moments; the leader
+// Why: with --zero 1 no peer holds the whole AdamW moments; the leader
 // receives them from the other peers over the network. Holding them in memory to call
 // WriteCheckpoint would cost it 8 bytes per parameter, which sharding exists to avoid.
 //

@@ -233,7 +233,7 @@ int RunBenchCodec(const std::vector<std::string>& positional) {
   }
   if (absl::GetFlag(FLAGS_compress) == "auto") {
     // auto picks a codec per bucket from measured links and compute time, which this
-    // one-process benchmark does not have (issue 19: it used to print an internal message).
+    // one-process benchmark does not have (it used to print an internal message).
     std::fprintf(stderr,
                  "ringtrain bench codec: --compress auto chooses a codec per bucket from link "
                  "measurements, which this benchmark has none of: give a codec (none, bf16, "

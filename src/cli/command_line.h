@@ -1,4 +1,4 @@
-// The command line of one subcommand, flag files included (issue 19 item 1).
+// The command line of one subcommand, flag files included.
 //
 // Abseil parses the flags, but before it does, everything is checked here with the
 // place it came from, so that a flag file behaves exactly like the command line:

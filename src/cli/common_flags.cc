@@ -59,7 +59,7 @@ ABSL_FLAG(std::string, encrypt, "auto",
 ABSL_FLAG(std::string, compress, "none", "Gradient codec: none|bf16|topk:DENSITY|auto");
 ABSL_FLAG(int, zstd_level, 0, "zstd level on the wire (0 = off)");
 ABSL_FLAG(double, bucket_mb, 25, "Gradient bucket size in MB for overlapped allreduce");
-// Optimizer sharding (issue 16): train shards the AdamW moments over a ring, plan sizes it.
+// Optimizer sharding: train shards the AdamW moments over a ring, plan sizes it.
 ABSL_FLAG(int, zero, 0,
           "Optimizer sharding: 0 = every peer holds all AdamW state; 1 = ZeRO stage 1, each "
           "peer of a ring keeps the moments of its pieces plus a replica of its predecessor's "
@@ -71,12 +71,12 @@ ABSL_FLAG(int, probe_every, 0,
 ABSL_FLAG(double, comm_budget, 0,
           "--compress auto: communication may take this fraction of the step's compute "
           "time (0 = it must hide behind the backward pass)");
-// Warm-up of top-k (issue 5; collective/codec_spec.h TopKDensityAt): N dense steps, in
+// Warm-up of top-k (collective/codec_spec.h TopKDensityAt): N dense steps, in
 // which AdamW measures the second moment that preconditioned top-k freezes (optim/adamw.h),
 // then N steps of geometrically falling density. Measured on the 3-peer learning curves
 // (tools/learning-curves, 300 steps, top-k 1%, gap to dense at the end): N = 0 (top-k from
 // the first step, residuals straight into AdamW) +7.3%, N = 50 +2.5%, N = 75 +1.5%.
-// Over 3,000 steps (issue 18, small series, top-k 0.1%) a fixed N = 75 ended far above
+// Over 3,000 steps (small series, top-k 0.1%) a fixed N = 75 ended far above
 // dense while N = 300, a tenth of the run, stayed close (README "Learning with
 // compression"): v frozen at step 75 no longer fits the gradients of a long run and the
 // residuals of a short ramp come out in bursts. Hence the default: a tenth of --steps,
@@ -89,7 +89,7 @@ ABSL_FLAG(int, topk_warmup, -1,
           "tenth of --steps, at least 75); with --compress auto: no top-k in the first N "
           "steps, the same ramp after them, and every bucket preconditioned from step N on");
 
-// Refresh steps of preconditioned top-k (issue 18; collective/codec_spec.h
+// Refresh steps of preconditioned top-k (collective/codec_spec.h
 // IsTopKRefreshStep): after the ramp, every K-th step is exchanged dense without the
 // residual, so AdamW's frozen second moment learns from an exact sum (optim/adamw.h,
 // "refreshed") instead of staying as the warm-up measured it for the rest of the run.

@@ -328,9 +328,10 @@ const Subcommand& PlanSubcommand() {
       "by speed as `train --balance on` does, with the step time of both. --train-tokens\n"
       "adds the run's time, tokens per day and cost (--price-per-hour per peer), and\n"
       "--gpu-prices FILE the same tokens on one rented GPU of each offer in FILE. --zero 1\n"
-      "plans sharded optimizer state (issue 16; train's --zero 1 is being built): the\n"
-      "moments of 1/N of the parameters, a replica of the predecessor's, their gradient\n"
-      "staging, and a checkpoint writer's full moments; --compress none or bf16 only.",
+      "plans sharded optimizer state as `train --zero 1` runs it: the moments of 1/N of\n"
+      "the parameters, a replica of the predecessor's and their gradient staging (a\n"
+      "checkpoint adds nothing: its writers stream the moments to disk as they arrive);\n"
+      "--compress none or bf16 only.",
       PlanFlags(), &RunPlan};
   return sub;
 }

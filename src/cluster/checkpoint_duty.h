@@ -1,4 +1,4 @@
-// Who writes the checkpoints of a view (issue 6 item 4, DESIGN invariant 5).
+// Who writes the checkpoints of a view (DESIGN invariant 5).
 //
 // The leader writes every checkpoint. When the checkpoint directory is not shared
 // between machines (no --ckpt-shared), the leader's ring successor writes the same

@@ -1,5 +1,5 @@
 // Membership: the per-peer state machine that detects failures, forms views, elects
-// the leader, admits joiners and pauses without quorum (issue 6 items 1-3, 7).
+// The leader, admits joiners and pauses without quorum.
 //
 // Pure logic: no sockets, no threads, no clock. The caller feeds it events with the
 // current time (`now_ms`, any monotonic milliseconds) and drains two queues:
@@ -44,7 +44,7 @@
 //   dropped ones (at a step boundary), and quorum is counted against it. Differing
 //   fingerprints raise a kWarning and training continues on the current view. A peer
 //   whose own entry was removed leaves (kLeave) once a view without it is installed.
-// - Other settings (issue 19): a host whose handshake is refused because its cluster
+// - Other settings: a host whose handshake is refused because its cluster
 //   fingerprint differs is reported with OnConfigRefused (config = a hash of its
 //   fingerprint, difference = what differs). While forming, once every host of the
 //   file has answered (alive, or refused) or startup_grace_ms has passed, the peers
@@ -54,7 +54,7 @@
 //   others warn once per refused peer and name it in their pause reason. Members of
 //   an installed view never leave for this. A refusal not repeated within
 //   refusal_ttl_ms is forgotten (the peer exited), an admitted message clears it.
-// - Ending (issue 19): a member that ends the job (training finished, or an agreed
+// - Ending: a member that ends the job (training finished, or an agreed
 //   stop after step S) announces Leave with last_step = S. Receivers decide
 //   kPeerLeft and, knowing that every member stops after S, no longer suspect,
 //   pause or propose: they finish step S and leave too. A member that leaves alone

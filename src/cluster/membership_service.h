@@ -1,4 +1,4 @@
-// MembershipService: the socket-level runtime of Membership (issue 6 items 1-3, 7).
+// MembershipService: the socket-level runtime of Membership.
 //
 // One service per peer. It owns a full mesh of small control links on a TcpNode
 // (the node the ring uses too, on its own channel, so heartbeats never queue behind
@@ -20,7 +20,7 @@
 // Peers refused for other settings (TcpNode::FingerprintMismatches) are passed to the
 // Membership every tick (OnConfigRefused), which may decide kConfigMismatch.
 //
-// Hosts-file edits (issue 6 item 7): the service keeps the node's host list
+// Hosts-file edits: the service keeps the node's host list
 // (TcpNode::SetHosts) equal to the agreed hosts file plus the members of the
 // installed view plus self. So a new entry is linked (and can join) once every view
 // member reports the same edited file, never before: until then the node refuses it.
@@ -28,7 +28,7 @@
 // step boundary) and loses them once a view without it is installed. Control links
 // and receivers follow the node's slots (TcpNode ranks are stable slots).
 //
-// Status reports (issue 14): SetLocalReport hands the service this peer's opaque
+// Status reports: SetLocalReport hands the service this peer's opaque
 // report (src/observe/peer_report.h, at most kMaxReportBytes); it rides on the next
 // heartbeat to each peer after it changed (and at least every kReportRefreshMs), and
 // PeerReports() returns the newest report received from every peer with its age and

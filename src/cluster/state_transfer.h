@@ -1,6 +1,6 @@
 // State transfer: a joining or lagging peer fetches the agreed training state
 // (weights, optimizer moments, RNG, data position: named byte sections) from the
-// source named by the view's StepAgreement (issue 6 item 3).
+// source named by the view's StepAgreement.
 //
 // Both sides use a TcpNode link on their own channel (StateChannel(epoch)), so a
 // transfer never mixes with control or ring traffic or with a transfer of another

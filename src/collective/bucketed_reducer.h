@@ -1,4 +1,4 @@
-// Overlaps gradient communication with backward compute (issue 4, item 5).
+// Overlaps gradient communication with backward compute.
 //
 // The gradient span is cut into buckets of `bucket_bytes` from the END (the last
 // layers finish backward first): bucket 0 = the last bucket_floats floats, bucket 1

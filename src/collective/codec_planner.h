@@ -1,4 +1,4 @@
-// Automatic codec choice (`--compress auto`, issue 5 item 5): a pure planner.
+// Automatic codec choice (`--compress auto`): a pure planner.
 //
 // Given the buckets (sizes in floats), the ring (N peers, bottleneck bandwidth, RTT),
 // measured codec speeds (codec_calibration.h) and the time available to hide

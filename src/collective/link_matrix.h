@@ -1,6 +1,6 @@
 // LinkMatrix: measured bandwidth and round-trip time between every pair of peers,
-// the exact wire form of one row (so every peer can hold bit-identical matrices after
-// an allgather), and the ring order derived from it (issue 5, items 3 and 4).
+// The exact wire form of one row (so every peer can hold bit-identical matrices after
+// an allgather), and the ring order derived from it.
 //
 // Peers are hosts-file ranks; the matrices are indexed by position in `peers`
 // (sorted ascending), so ring_order.h, which works on 0..N-1, can use them directly.

@@ -1,4 +1,4 @@
-// Link probing (issue 5, item 3): every peer measures round-trip time and bandwidth to
+// Link probing: every peer measures round-trip time and bandwidth to
 // every other peer over direct links, then all peers share the full matrix.
 //
 // Schedule: a round-robin tournament (circle method). In each round the peers form

@@ -1,4 +1,4 @@
-// Probe, order, re-form: the step-boundary sequence of issue 5 in one call.
+// Probe, order, re-form: the step-boundary sequence of link probing in one call.
 #include "collective/ring_adapter.h"
 
 #include <algorithm>

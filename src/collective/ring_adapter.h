@@ -1,4 +1,4 @@
-// ProbeAndReorder: one call for the step boundary (issue 5, items 3 and 4): probe all
+// ProbeAndReorder: one call for the step boundary: probe all
 // links of the current ring's members, compute the ring order from the shared matrix,
 // and re-form the ring in that order when it is worth it.
 //

@@ -1,5 +1,5 @@
 // Ring order from measured links: a pure function, so every peer that has the same
-// matrices computes the same ring (issue 5, item 4).
+// matrices computes the same ring.
 //
 // Objective, in priority order: (1) maximize the bottleneck, the smallest bandwidth
 // of the N directed links order[i] -> order[(i+1) % N]; (2) fewest links running at

@@ -6,12 +6,12 @@
 // waits for a peer to dial us. Every connection runs the handshake (handshake.h)
 // before it is handed out, so a link always belongs to a peer that knows the secret
 // and runs the same configuration. `channel` tells links apart: a ring uses one
-// channel per formation, so rings in another order (issue 5) or after a membership
-// change (issue 6) never pick up a stale link; probes can use their own channels.
+// channel per formation, so rings in another order (probed links) or after a membership
+// change (a new view) never pick up a stale link; probes can use their own channels.
 // Strangers (garbage, wrong secret, timeouts) are logged and dropped; they never
 // disturb other links.
 //
-// Identity and the run-time host list (issue 6 item 7): a peer is identified by the
+// Identity and the run-time host list: a peer is identified by the
 // endpoint its hello names (its own hosts-file entry, HostEntry::Endpoint(); covered
 // by the HMAC proof), not by its rank in its own file. A connection is accepted only
 // from an endpoint in this node's current host list; others are refused (the dialer
@@ -22,7 +22,7 @@
 // AcceptFrom take slots; a slot that is deactivated fails its dials and waits at once.
 // Established links are not closed by SetHosts: their owners drop them.
 //
-// Observers (issue 14, `ringtrain status`): a node started with `observer` listens
+// Observers: a node started with `observer` listens
 // nowhere and has no hosts-file entry of its own; it dials peers of its host list on
 // kObserverChannel only, proving the shared secret like any peer (its hello names no
 // endpoint, and no fingerprint is compared either way: it knows none). A peer hands

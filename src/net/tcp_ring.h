@@ -5,7 +5,7 @@
 // position, not the hosts-file rank. Forming the ring dials the successor and accepts
 // the predecessor concurrently, logging every `log_every` which neighbours are still
 // missing, and fails with a clear error when the wait ends. A ring formed later in
-// another order (issue 5) or with other members (issue 6) reuses the same node with
+// another order (probed links) or with other members (a new view) reuses the same node with
 // a new `channel`, so old and new links never mix.
 //
 // Messages: SendToNext computes the crc32c on the caller's thread (or takes the

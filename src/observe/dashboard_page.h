@@ -1,4 +1,4 @@
-// The dashboard page served at `/` (issue 14 item 2): one self-contained HTML file
+// The dashboard page served at `/`: one self-contained HTML file
 // (inline CSS, JavaScript and SVG; nothing from another host) that reads
 // /api/status every few seconds and draws the loss and validation bits-per-byte
 // curves, tokens/s, each peer's share of time in compute / comm / waiting, the peers

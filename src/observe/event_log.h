@@ -1,4 +1,4 @@
-// The cluster's event log (issue 14 item 1): every peer keeps the events it recorded
+// The cluster's event log: every peer keeps the events it recorded
 // and those it learned from other peers' reports in a bounded ring buffer; the
 // leader appends them to `--events FILE.jsonl`, one JSON object per line, so the
 // cluster has one log, not one per machine.

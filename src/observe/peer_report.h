@@ -1,4 +1,4 @@
-// What one peer tells the others about itself (issue 14 item 1): its figures and its
+// What one peer tells the others about itself: its figures and its
 // most recent cluster events, as the opaque, bounded report that rides on its
 // heartbeats (cluster/membership_service.h, Heartbeat::report).
 //
@@ -66,7 +66,7 @@ struct PeerFigures {
   std::vector<LinkFigure> links;
 };
 
-// One event of the cluster's log (issue 14 item 1): view changes, leaders, peers that
+// One event of the cluster's log: view changes, leaders, peers that
 // left or joined and why, failed checkpoints, pauses. (origin, seq) identifies it.
 struct ClusterEvent {
   int64_t unix_ms = 0;

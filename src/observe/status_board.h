@@ -1,5 +1,5 @@
 // StatusBoard: everything a status page, `/metrics` or `ringtrain status` shows of a
-// running ring, as this peer sees it (issue 14). Thread-safe; shared by the trainer
+// running ring, as this peer sees it. Thread-safe; shared by the trainer
 // (steps, checkpoints), the elastic ring (cluster decisions, the membership's view
 // and the other peers' reports), the HTTP server and the status channel.
 //

@@ -1,4 +1,4 @@
-// `ringtrain status` over the authenticated control channel (issue 14 item 3).
+// `ringtrain status` over the authenticated control channel.
 //
 // Every ring peer answers observers (net/tcp_node.h: dialers that prove the shared
 // secret but have no hosts-file entry) with its StatusJson (no history, the newest

@@ -1,6 +1,6 @@
 // BackgroundCheckpoint: one checkpoint write at a time on a thread of its own, reading
-// the live training buffers, so that the next step's forward and backward run while it
-// writes (issue 16 item 4).
+// The live training buffers, so that the next step's forward and backward run while it
+// writes.
 //
 // Why no copy is needed: parameters and AdamW moments change only in the optimizer
 // step (and when a peer that was behind receives the agreed state), so the trainer

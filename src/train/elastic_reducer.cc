@@ -107,7 +107,10 @@ absl::Status ElasticReducer::Finish(StepTotals* totals) {
   if (!inner_) return absl::UnavailableError("no ring: the view changed during the step");
   const bool vote = options_.watch_signals && StopRequested();
   if (vote) totals->tokens += kStopVote;
+  if (totals->checkpoint_vote) totals->tokens += kCheckpointVote;
   RETURN_IF_ERROR(inner_->Finish(totals));
+  totals->checkpoint_vote = totals->tokens >= kCheckpointVote;
+  totals->tokens %= kCheckpointVote;
   const int64_t votes = totals->tokens / kStopVote;
   totals->tokens %= kStopVote;
   if (votes > 0 && !stop_after_step_) {

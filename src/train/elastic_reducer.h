@@ -1,5 +1,5 @@
 // ElasticReducer: the GradientReducer of `train --hosts`, a fault-tolerant ring
-// without a master (issue 6, DESIGN invariants 2-5).
+// without a master (DESIGN invariants 2-5).
 //
 // DESIGN. One net::TcpNode per peer carries everything: the control links of a
 // cluster::MembershipService (heartbeats, views, on their own thread), the ring of
@@ -102,7 +102,7 @@ struct ElasticOptions {
   // --zero 1: every view's reducer shards the optimizer (RingReducerOptions::
   // shard_optimizer); known here before the first view exists.
   bool shard_optimizer = false;
-  // Optional (issue 14): told every membership decision; its reports ride on this
+  // Optional: told every membership decision; its reports ride on this
   // peer's heartbeats and it reads the cluster from the membership.
   std::shared_ptr<observe::StatusBoard> board;
 };
@@ -112,6 +112,9 @@ class ElasticReducer final : public GradientReducer {
   // A stop vote: added to StepTotals::tokens by a signalled peer (a step never has
   // 2^40 tokens), so the exact sum carries the number of votes in its high bits.
   static constexpr int64_t kStopVote = int64_t{1} << 40;
+  // A checkpoint vote (StepTotals::checkpoint_vote), above the stop votes (fewer than
+  // 2^10 peers each): any vote makes every peer checkpoint after the step.
+  static constexpr int64_t kCheckpointVote = int64_t{1} << 50;
   static constexpr int kMaxConsecutiveFailures = 20;
 
   // Checks the options; the membership starts at AttachState (it must report the

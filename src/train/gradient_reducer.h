@@ -50,6 +50,10 @@ struct StepTotals {
   int slots = 0;
   std::vector<double> peer_compute_s;
   std::vector<int> peer_slots;
+  // Time-based checkpoints (--ckpt-minutes). In: this peer finds one due. Out: some peer
+  // did, so every peer checkpoints after this step (an elastic ring sums the votes
+  // exactly, so all peers agree; one peer alone keeps its own vote).
+  bool checkpoint_vote = false;
 };
 
 // The trainer's state as elastic hooks see it: served to peers that are behind, and

@@ -1,4 +1,4 @@
-// RingGradientReducer: the GradientReducer of a ring of peers (issue 4, items 5-6).
+// RingGradientReducer: the GradientReducer of a ring of peers.
 //
 // Gradients go through collective::BucketedReducer: buckets cut from the end of the
 // flat buffer are allreduced on the reducer's communication thread as soon as
@@ -9,7 +9,7 @@
 // waited. Parameter hashes are compared with an allgather every `check_every` steps;
 // a mismatch is an error naming the step and the peers on each side.
 //
-// Communication planning (issue 5; options.comm), only with a TCP ring (the
+// Communication planning (options.comm), only with a TCP ring (the
 // constructor taking net::TcpRing): inside BeginStep, at step boundaries only,
 //   - probe + re-order: at the first step and every comm.probe_every steps (and at the
 //     first step after ReplaceRing), every peer probes all links of the ring's members

@@ -1,6 +1,6 @@
-// What a run costs (`ringtrain plan --train-tokens --price-per-hour --gpu-prices`, issue 16
+// What a run costs (`ringtrain plan --train-tokens --price-per-hour --gpu-prices`
 // item 5): time, tokens per day and money of training N tokens on the planned ring, and
-// the same run on GPUs rented by the hour, from a user-editable price file.
+// The same run on GPUs rented by the hour, from a user-editable price file.
 //
 // The price file (tools/gpu-prices.txt is an example): one offer per line,
 //   NAME  PRICE_PER_HOUR  tflops=ACHIEVED | tokens_per_s=MEASURED  [# note]

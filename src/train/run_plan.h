@@ -8,7 +8,7 @@
 // that `--compress auto` uses, shown so a user can check it. Peers of unequal speed are
 // planned as `train --balance` runs them: slot shares from SlotBalancer::BestShares.
 //
-// --zero 0|1 (optimizer sharding; `train --zero 1` is being built, issue 16). With
+// --zero 0|1 (optimizer sharding, as `train --zero 1` runs it). With
 // zero = 1 on a ring of N >= 2 peers, per peer and P parameters:
 //   params 4P and grads 4P (full; grads also stage the updated parameters of the step),
 //   AdamW moments (m, v fp32) of this peer's pieces        8P/N

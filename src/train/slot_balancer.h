@@ -1,5 +1,5 @@
 // SlotBalancer: how many of a step's global-batch slots (sequences) each live peer
-// trains on, in proportion to its measured speed (issue 13 item 1, --balance).
+// trains on, in proportion to its measured speed (--balance).
 //
 // Contract: every peer of a ring holds its own SlotBalancer and feeds it the SAME
 // inputs (the members in ring order, and after each step the figures of every peer,

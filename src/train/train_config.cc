@@ -30,6 +30,7 @@ absl::Status TrainConfig::Validate() const {
   if (eval_every < 0) return bad("--eval-every must be >= 0, got %d", eval_every);
   if (eval_batches < 1) return bad("--eval-batches must be >= 1, got %d", eval_batches);
   if (ckpt_every < 0) return bad("--ckpt-every must be >= 0, got %d", ckpt_every);
+  if (!(ckpt_minutes >= 0)) return bad("--ckpt-minutes must be >= 0, got %g", ckpt_minutes);
   if (ckpt_keep < 0) return bad("--keep must be >= 0 (0 = all), got %d", ckpt_keep);
   if (ckpt_every > 0 && ckpt_dir.empty()) return bad("--ckpt-every needs --ckpt-dir");
   if (resume && ckpt_dir.empty()) return bad("--resume needs --ckpt-dir");

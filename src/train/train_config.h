@@ -44,7 +44,11 @@ struct TrainConfig {
 
   std::string ckpt_dir;  // "" = no checkpoints
   int ckpt_every = 0;    // also checkpoint every N steps (0 = only at the end)
-  int ckpt_keep = 3;     // --keep: newest checkpoints kept (0 = all)
+  // Also checkpoint once this many minutes have passed since the last checkpoint (or
+  // the start) on any peer: the peers vote in the step's exact sum, so all agree on
+  // the step. 0 = off.
+  double ckpt_minutes = 0;
+  int ckpt_keep = 3;  // --keep: newest checkpoints kept (0 = all)
   // Continue from the newest valid checkpoint in ckpt_dir, if there is one (the CLI
   // default); false refuses a ckpt_dir that already holds a checkpoint.
   bool resume = false;

@@ -287,6 +287,7 @@ absl::Status Trainer::Run() {
     RETURN_IF_ERROR(ReportStep(m));
 
     const bool ckpt_moment = IsCheckpointMoment(last, stop);
+    if (ckpt_moment) last_checkpoint_time_ = absl::Now();
     if (ckpt_moment && reducer_->ShardsOptimizer()) {
       // Every member takes part; the writers receive the whole moments.
       const bool need = !config_.ckpt_dir.empty() && reducer_->WritesCheckpoints() &&
@@ -440,9 +441,15 @@ absl::Status Trainer::TrainStep(StepMetrics* metrics) {
   totals.slots = static_cast<int>(my_slots.size());
   const double backward_ms = step_watch.ElapsedMs();
 
-  // 4. Sum gradients (and loss, tokens, every peer's speed figures) over peers.
+  // 4. Sum gradients (and loss, tokens, every peer's speed figures, checkpoint votes)
+  // over peers.
+  totals.checkpoint_vote =
+      config_.ckpt_minutes > 0 && !config_.ckpt_dir.empty() &&
+      absl::Now() - last_checkpoint_time_ >= absl::Seconds(config_.ckpt_minutes * 60);
+  checkpoint_agreed_ = false;
   Stopwatch comm_watch;
   RETURN_IF_ERROR(reducer_->Finish(&totals));
+  checkpoint_agreed_ = totals.checkpoint_vote;
   const double comm_ms = comm_watch.ElapsedMs();
   if (totals.peer_slots != shares) {
     // Peers computed different splits (they saw different figures): nothing is

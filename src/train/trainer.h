@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "ckpt/checkpoint.h"
 #include "ckpt/checkpoint_builder.h"
@@ -204,6 +205,10 @@ class Trainer {
   int64_t step_ = 0;
   int64_t tokens_seen_ = 0;
   int64_t last_checkpoint_step_ = -1;  // the step last written or resumed (no rewrite)
+  // --ckpt-minutes: when this peer last passed a checkpoint moment (or started), and
+  // whether the peers agreed in the last step's sum that one is due now.
+  absl::Time last_checkpoint_time_ = absl::Now();
+  bool checkpoint_agreed_ = false;
   int64_t good_checkpoint_step_ = -1;  // the newest step this peer wrote or resumed from
   int ckpt_failures_ = 0;              // consecutive failed checkpoint writes
   uint64_t loaded_epoch_ = 0;          // view epoch of the checkpoint resumed from

@@ -1,5 +1,5 @@
 // The communication flags as train applies them (cli/common_flags.h ApplyCommFlags):
-// --topk-warmup's default follows the run's length (issue 18), explicit values are kept,
+// --topk-warmup's default follows the run's length, explicit values are kept,
 // and a value below -1 is refused by name.
 #include <doctest/doctest.h>
 

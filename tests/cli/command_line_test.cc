@@ -1,4 +1,4 @@
-// A subcommand's command line and its flag files (cli/command_line.h, issue 19 item 1):
+// A subcommand's command line and its flag files (cli/command_line.h):
 // a flag file accepts what the command line accepts (both spellings, --flag value,
 // comments, quotes) and refuses what it refuses, naming FILE:LINE.
 #include "cli/command_line.h"

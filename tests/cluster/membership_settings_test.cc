@@ -1,4 +1,4 @@
-// Membership with peers of other settings and at the end of a job (issue 19), in
+// Membership with peers of other settings and at the end of a job, in
 // simulated clusters: the odd peer leaves at once while the others wait and say why;
 // a training view never leaves for a newcomer; members that finish tell the others,
 // who finish too without suspecting or pausing. Deterministic, like membership_test.cc.

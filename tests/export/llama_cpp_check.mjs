@@ -1,5 +1,5 @@
 // llama.cpp itself (npm's node-llama-cpp: prebuilt llama.cpp, CPU) against ringtrain on
-// the same exported model (the acceptance test of GGUF export, issue 15):
+// The same exported model (the acceptance test of GGUF export):
 //   1. the f32 GGUF loads; a Vietnamese prompt with tone marks, đ/Đ, digits and a
 //      newline tokenizes to exactly ringtrain's ids;
 //   2. greedy decoding of N tokens gives ringtrain's ids (`sample --temperature 0`);

@@ -1,4 +1,4 @@
-// Load balancing (issue 13 item 1, --balance) on loopback rings of real peers. These
+// Load balancing on loopback rings of real peers. These
 // tests assert behaviour, not speed ratios (the machine is shared; the speed figures
 // come from tools/bench-balance on an idle machine):
 //   - 2 peers, each pinned to its own core, a busy loop pinned to peer 1's core: with

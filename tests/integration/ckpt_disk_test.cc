@@ -1,4 +1,4 @@
-// Issue 17 acceptance: checkpoints that survive sharing and bad disks.
+// Checkpoints that survive sharing and bad disks.
 //  - 4 local peers given one --ckpt-dir without --ckpt-shared (a forgotten flag on NFS):
 //    the sharing is detected (peer markers), all exit 0, the directory holds valid
 //    checkpoints only.

@@ -1,4 +1,4 @@
-// `ringtrain train --compress auto` on loopback rings (issue 5): 3 peers probe their
+// `ringtrain train --compress auto` on loopback rings: 3 peers probe their
 // links, calibrate the codecs, and log the same ring order and the same codec plan
 // (DescribePlan lines) on every peer; replicas stay bit-identical (param_hash of
 // every step, compared over the ring every step). The comm flags are validated

@@ -1,4 +1,4 @@
-// Issue 6 acceptance: kill -9 of the leader while it writes a checkpoint. The
+// Kill -9 of the leader while it writes a checkpoint. The
 // harness watches the leader's checkpoint directory (inotify) and kills it the
 // moment a temporary checkpoint directory appears. The survivors carry on under a
 // new leader; the half-written checkpoint is never taken as valid (the newest valid

@@ -1,4 +1,4 @@
-// Issue 6 figures with the small model (--layers 6 --heads 6 --dim 384, ~10.6M
+// Fault figures with the small model (--layers 6 --heads 6 --dim 384, ~10.6M
 // parameters: weights + AdamW state ~130 MB to transfer): 3 loopback peers with the
 // default --peer-timeout; kill -9 of a non-leader (time to training again, steps
 // lost), its restart (time until it trains again, including the state transfer,

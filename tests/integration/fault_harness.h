@@ -1,4 +1,4 @@
-// Test harness for process-level fault tests (issue 6): a loopback job of real
+// Test harness for process-level fault tests: a loopback job of real
 // `ringtrain train --hosts` peers, each with its own hosts-file copy, checkpoint
 // directory and metrics file (as on separate machines), that a test can kill -9,
 // SIGSTOP/SIGCONT, signal, restart and grow, while the harness follows every peer's

@@ -1,12 +1,13 @@
-// Issue 6 acceptance, growing and shrinking a job by editing the hosts file: 3 peers
+// Growing and shrinking a job by editing the hosts file: 3 peers
 // train; a 4th line is added to every copy of the hosts file, the peers get SIGHUP
 // and a 4th peer starts: it joins with identical weights (its first step's
 // param_hash equals the others'). Then its line is removed from every copy and every
 // peer gets SIGHUP: it leaves cleanly (exit 0) at a step boundary. The global batch
 // stays constant, training never stops for long, and the 3 end at the last step
 // with one param_hash and the loss of an uninterrupted 3-peer run. Bounded (~1-2 min).
-// The peers are signalled with the README's own command (`parallel-ssh -h hosts
-// 'pkill -HUP -x ringtrain'`: its quoted part, run on each "host"), each peer in a PID
+// The peers are signalled with the documented command (docs/fault-tolerance.md:
+// `parallel-ssh -h vps.txt 'pkill -HUP -x ringtrain'`: its quoted part, run on each
+// "host"), each peer in a PID
 // namespace of its own (as root), so pkill sees that peer and nothing of other tests.
 #include <doctest/doctest.h>
 #include <signal.h>
@@ -35,12 +36,13 @@ double LongestGap(const FaultCluster& c, int i) {
   return gap;
 }
 
-// The command the README runs on every host to make the peers re-read their hosts
-// file: the quoted part of its `parallel-ssh -h hosts '...'` line with `pkill -HUP`.
+// The command docs/fault-tolerance.md runs on every host to make the peers re-read
+// their hosts file: the quoted part of its `parallel-ssh -h vps.txt '...'` line with
+// `pkill -HUP`.
 std::string ReadmeSighupCommand() {
   const std::string readme =
-      rt::testing::ReadFile(std::string(RINGTRAIN_SOURCE_DIR) + "/README.md");
-  const std::string start = "parallel-ssh -h hosts '";
+      rt::testing::ReadFile(std::string(RINGTRAIN_SOURCE_DIR) + "/docs/fault-tolerance.md");
+  const std::string start = "parallel-ssh -h vps.txt '";
   for (size_t at = readme.find(start); at != std::string::npos; at = readme.find(start, at + 1)) {
     const size_t begin = at + start.size();
     const size_t end = readme.find('\'', begin);
@@ -51,11 +53,11 @@ std::string ReadmeSighupCommand() {
   return "";
 }
 
-// SIGHUP to peers `who`: the README's command on each peer's host when the peers run
+// SIGHUP to peers `who`: the documented command on each peer's host when the peers run
 // in PID namespaces (root), else a signal to each.
 void SignalHostsChanged(FaultCluster& c, const std::vector<int>& who, bool pid_namespaces) {
   const std::string command = ReadmeSighupCommand();
-  REQUIRE_MESSAGE(!command.empty(), "README.md has no `parallel-ssh -h hosts 'pkill -HUP ...'`");
+  REQUIRE_MESSAGE(!command.empty(), "docs/fault-tolerance.md has no `parallel-ssh -h vps.txt 'pkill -HUP ...'`");
   REQUIRE(command.find('\'') == std::string::npos);
   for (int i : who) {
     if (pid_namespaces) {
@@ -83,7 +85,7 @@ TEST_CASE("fault: grow 3 -> 4 peers by a hosts-file line and SIGHUP, then shrink
   if (pid_namespaces) {
     c.UsePidNamespaces();
   } else {
-    MESSAGE("not root: SIGHUP by kill(2), not by the README's pkill line in PID namespaces");
+    MESSAGE("not root: SIGHUP by kill(2), not by the documented pkill line in PID namespaces");
   }
   c.WriteHostsAll({0, 1, 2});
   for (int i = 0; i < 3; ++i) c.Start(i);

@@ -1,4 +1,4 @@
-// Issue 6 acceptance, process faults on a loopback job of 3 `ringtrain train --hosts`
+// Process faults on a loopback job of 3 `ringtrain train --hosts`
 // peers (tiny model): kill -9 of a random non-leader at random moments three times,
 // each restarted seconds later; kill -9 of the leader, restarted. The survivors carry
 // on, the restarted peer rejoins with identical weights, and at the end every peer is

@@ -1,4 +1,4 @@
-// Issue 6 acceptance, network partitions in Linux network namespaces
+// Network partitions in Linux network namespaces
 // (tools/netns-cluster two-site layout, cut with tools/netns-partition, i.e. `ip link
 // set down` on the link between the sites): 5 peers split 3 + 2 -- the 3 carry on,
 // the 2 pause (no quorum) and rejoin once the link is back; 4 peers split 2 + 2 --

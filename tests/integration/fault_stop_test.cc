@@ -1,4 +1,4 @@
-// Issue 6 acceptance: SIGSTOP of a peer past --peer-timeout, then SIGCONT. The two
+// SIGSTOP of a peer past --peer-timeout, then SIGCONT. The two
 // others exclude it after the timeout and carry on; the stopped peer, resumed, finds
 // itself out of date (excluded), discards its state and rejoins with the members'
 // weights; at the end every peer is at the last step with one param_hash and the loss

@@ -1,4 +1,4 @@
-// Flag files as the systemd recipe uses them (issue 19 item 1): the example train.flags
+// Flag files as the systemd recipe uses them: the example train.flags
 // written in tools/ringtrain.service's comment (dashed names), with its paths moved into
 // a temporary directory, starts training through --flagfile, and SIGTERM then stops it
 // with a checkpoint, exit 0; a flag file holding an unknown flag or a flag `train` does

@@ -1,4 +1,4 @@
-// Honest messages from the commands a README reader runs (issue 19 items 3 and 6):
+// Honest messages from the commands a README reader runs:
 // eval and sample warn about every invalid checkpoint newer than the one they use and
 // give a damaged step directory's reason once; prepare says when the vocabulary is
 // smaller than asked and prints no made-up rate; `ringtrain` without a command fails

@@ -1,4 +1,4 @@
-// Issue 5 acceptance in network namespaces (tools/netns-cluster; root only, label
+// Compression and link probing in network namespaces (tools/netns-cluster; root only, label
 // integration; without root or `ip netns` each test says so and returns):
 //  - two-site layout: 2 groups of 3 peers, 1 Gbit/s inside a group, one shared
 //    100 Mbit/s pipe between them, hosts file alternating groups. After probing,

@@ -1,4 +1,4 @@
-// Issue 4 acceptance, the link test: 4 peers in network namespaces
+// The link test: 4 peers in network namespaces
 // (tools/netns-cluster), every link a veth pair shaped with tc tbf to 1 Gbit/s;
 // `bench allreduce` of 32M floats must reach busbw >= 95% of the shaped rate
 // (0.95 * 0.125 GB/s) in its best of 5 iterations, and >= 80% on average. Needs root and `ip netns`

@@ -1,4 +1,4 @@
-// Issue 14 acceptance, the dashboard: headless Chromium (Debian's `chromium`) loads `/`
+// The dashboard: headless Chromium (Debian's `chromium`) loads `/`
 // of a running 2-peer ring; the drawn DOM holds both peers and a loss curve of at
 // least 3 points, which has more on the next load; a screenshot PNG is written
 // (RT_DASHBOARD_PNG=path keeps it, e.g. for the README). Needs /usr/bin/chromium

@@ -1,4 +1,4 @@
-// Issue 14 acceptance, Prometheus: a real Prometheus server (Debian's `prometheus`,
+// Prometheus: a real Prometheus server (Debian's `prometheus`,
 // started here on a loopback port with a scrape config written here) scrapes 3 local
 // peers every second; its query API returns `ringtrain_step` for all 3 peers from
 // each peer's endpoint, and the values grow. `promtool check metrics` reports nothing

@@ -1,4 +1,4 @@
-// Issue 14 acceptance, a ring seen from anywhere: 3 peers with --http and --events.
+// A ring seen from anywhere: 3 peers with --http and --events.
 // Every peer's /api/status lists all three training; `ringtrain status` answers (exit
 // 0) with the table, or --json. A peer killed with kill -9 shows in every other
 // peer's /api/status and in `ringtrain status` within --peer-timeout + 1 s, with the

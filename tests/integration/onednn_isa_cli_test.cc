@@ -1,4 +1,4 @@
-// CPUs without AVX-512 or without bf16, emulated with oneDNN's ISA cap (issue 13): `bench
+// CPUs without AVX-512 or without bf16, emulated with oneDNN's ISA cap: `bench
 // compute` under an AVX2 cap runs fp32 and says bf16 is not available (it aborted with a
 // dnnl::error before), `--precision bf16` there is a clear error with exit 1, and under
 // AVX512_CORE bf16 is measured and called emulated. `plan --gflops` takes one figure per

@@ -1,4 +1,4 @@
-// `ringtrain train --hosts` on loopback rings (issues 4 and 6): 3 dense peers train
+// `ringtrain train --hosts` on loopback rings: 3 dense peers train
 // the same model as one peer with --accum 3; every peer's param_hash agrees at every
 // step; bf16 and top-k compression keep the replicas bit-identical; a peer with
 // another config is refused naming the difference; a peer that never comes ends with
@@ -75,7 +75,7 @@ std::string WriteHosts(const TempDir& tmp, int peers, int base_port) {
   return path;
 }
 
-// A normal end (issue 19 item 4): no line of `log` after the last view began training
+// A normal end: no line of `log` after the last view began training
 // looks like a failure. Only the end is checked: under load, a control link that
 // breaks while the first view forms can make a second view at startup (logged as a
 // pause and a step redone), which is recovery, not the end this checks.

@@ -1,4 +1,4 @@
-// Issue 17 acceptance, sealed links under attack: 3 `ringtrain train --encrypt on`
+// Sealed links under attack: 3 `ringtrain train --encrypt on`
 // peers where every connection to peer 1 passes through a test relay
 // (tests/net/frame_relay.h, via $RINGTRAIN_TEST_DIAL_VIA) that flips a byte of one
 // data frame, replays one, or injects a well-formed frame made without the keys.

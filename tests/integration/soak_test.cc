@@ -1,4 +1,4 @@
-// The CI version of the fault soak (issue 18 item 4): tools/soak for about two minutes
+// The CI version of the fault soak: tools/soak for about two minutes
 // on 4 netns peers, links switching between 1 Gbit/s, 100 Mbit/s and unshaped, a
 // random fault (kill -9 and restart, SIGSTOP past --peer-timeout, link down) every ~10 s,
 // --compress auto. Every fault must heal (all 4 peers in one view again), nothing may

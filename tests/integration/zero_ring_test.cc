@@ -1,4 +1,4 @@
-// Issue 16 acceptance for `train --hosts --zero 1` (ZeRO-1: AdamW moments sharded
+// `train --hosts --zero 1` (ZeRO-1: AdamW moments sharded
 // over the ring, trainer_zero.cc) on loopback rings of a tiny model:
 //   - --zero 1 equals --zero 0 bit for bit (param_hash at every step), dense and bf16,
 //     with clipping active;

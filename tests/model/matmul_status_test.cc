@@ -1,4 +1,4 @@
-// oneDNN failures are statuses, never exceptions (issue 13): a matmul oneDNN cannot
+// oneDNN failures are statuses, never exceptions: a matmul oneDNN cannot
 // create names the operation, the shape and oneDNN's ISA, leaves NaN, and stays failed;
 // under an AVX2 cap (no bf16 matmul in oneDNN 2.6) bf16 is reported unavailable and a
 // bf16 model fails in Create() while fp32 still runs.

@@ -81,7 +81,7 @@ TEST_CASE("hosts file: errors name file and line") {
       {"[10.0.0.1]:5\n", "not an IPv6"},
       {"[::1]x\n", "unexpected"},
       {"a b\n", "white space inside"},
-      // Two entries on one line: one per line, not "looks like an IPv6 address" (issue 19).
+      // Two entries on one line: one per line, not "looks like an IPv6 address".
       {"127.0.0.1:31500 127.0.0.1:31501\n",
        "'127.0.0.1:31500 127.0.0.1:31501' has white space inside: one HOST[:PORT] per line"},
       {"[::1]:1 [::1]:2\n", "white space inside"},

@@ -1,4 +1,4 @@
-// Sealed links (--encrypt, issue 17): AES-256-GCM frames under per-connection keys, a
+// Sealed links (--encrypt): AES-256-GCM frames under per-connection keys, a
 // relay on the path that flips, replays or injects frames, a capture without the
 // plaintext, --encrypt mismatches, per-type frame limits, and 1,000 strangers stuck
 // in a handshake.

@@ -130,7 +130,7 @@ TEST_CASE(
   CHECK(rings[1]->next_link()->peer_rank() == 2);
   Exchange(rings, 8, true);
 
-  // Re-form in another order on channel 1, reusing the nodes (as issue 5 will).
+  // Re-form in another order on channel 1, reusing the nodes (as a probed ring order does).
   auto again = EmptyResults(n);
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {

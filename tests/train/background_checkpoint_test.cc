@@ -1,5 +1,5 @@
-// Checkpoints written beside training (train/background_checkpoint.h, issue 16 item 4):
-// the writer's results are never dropped, and every checkpoint written while the next
+// Checkpoints written beside training (train/background_checkpoint.h):
+// The writer's results are never dropped, and every checkpoint written while the next
 // step computed holds exactly the state of its own step, moments included.
 #include "train/background_checkpoint.h"
 

@@ -1,4 +1,4 @@
-// Error feedback across cluster views (issue 18): a peer of an elastic ring leaves
+// Error feedback across cluster views: a peer of an elastic ring leaves
 // mid-run (its sockets close, as after kill -9) and comes back; every view has a new
 // RingGradientReducer, but each peer's residuals carry over (CarriedCommState), and
 // the step the departure interrupted is rolled back. Checked as conservation, exactly:

@@ -1,4 +1,4 @@
-// RingGradientReducer with communication planning over loopback TCP rings (issue 5):
+// RingGradientReducer with communication planning over loopback TCP rings:
 // 3 Trainers with --compress auto probe their links, calibrate, agree, and plan the
 // same codec per bucket; a ring re-formed in another order mid-run (ReplaceRing, as
 // after a new cluster view) keeps the replicas bit-identical (param_hash compared

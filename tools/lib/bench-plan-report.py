@@ -14,8 +14,8 @@ import re
 import statistics
 import sys
 
-STEP_TOLERANCE = 0.15  # issue 16: plan's step time within 15% of measured
-WAIT_FRACTION = 0.10  # issue 16: ckpt_wait_ms at most 10% of the median step
+STEP_TOLERANCE = 0.15  # plan's step time within 15% of measured
+WAIT_FRACTION = 0.10  # ckpt_wait_ms at most 10% of the median step
 CKPT_EVERY = 2  # tools/bench-plan's --ckpt-every
 
 

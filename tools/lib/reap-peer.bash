@@ -4,7 +4,7 @@
 #
 # Not `wait -n -p`: bash 5.2 (Debian 12) once blocked in it after every listed pid had
 # exited and been reaped (all 4 netns peers gone, the run stuck until --timeout: the
-# "intermittent comm-bench hang" of issue 4; trigger unknown). This polls instead: a pid
+# "intermittent comm-bench hang"; trigger unknown). This polls instead: a pid
 # that is gone has been reaped, and `wait PID` returns the status bash kept for it.
 # The pid is removed from `live`. Traps run within 0.2 s (between polls).
 reap_next_peer() {
