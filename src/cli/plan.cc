@@ -251,7 +251,8 @@ int RunPlan(const std::vector<std::string>& positional) {
   // What else would save memory: --recompute, and --zero 1 on a ring.
   std::vector<std::string> savers;
   if (!in.options.recompute) savers.push_back("--recompute");
-  if (in.zero == 0 && in.peers >= 2) savers.push_back("--zero 1");
+  if (in.zero == 0 && in.peers >= 2 && in.outer_every == 0) savers.push_back("--zero 1");
+  if (in.outer_every > 0 && p.residual > 0) savers.push_back("--outer-compress none");
   if (p.max_batch_that_fits == 0) {
     savers.push_back("a smaller model");
     const std::string last = savers.back();

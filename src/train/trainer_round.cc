@@ -9,6 +9,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/status_macros.h"
+#include "observe/peer_report.h"
 #include "optim/grad_clip.h"
 #include "optim/lr_schedule.h"
 #include "train/param_hash.h"
@@ -143,8 +144,20 @@ absl::Status Trainer::RoundStep(StepMetrics* metrics) {
   m.outer_bytes = outer_bytes;
   m.pseudo_grad_norm = pseudo_grad_norm;
   if (round_end) {
-    LogInfo("outer step %d at step %d: pseudo-gradient norm %.4g, %.1f ms, %d bytes sent",
-            m.outer_step, step_, pseudo_grad_norm, outer_ms, outer_bytes);
+    const std::string line = absl::StrFormat(
+        "outer step %d at step %d: pseudo-gradient norm %.4g, %.1f ms, %d bytes sent", m.outer_step,
+        step_, pseudo_grad_norm, outer_ms, outer_bytes);
+    LogInfo("%s", line);
+    // One event per outer step for the status pages and --events (from ring position 0
+    // only: every peer saw the same step).
+    if (board_ && reducer_->rank() == 0) {
+      observe::ClusterEvent e;
+      e.kind = "outer_step";
+      e.epoch = reducer_->epoch();
+      e.step = step_;
+      e.message = line;
+      board_->Record(std::move(e));
+    }
   }
   // Replicas agree only at a round's end: the hashes are compared there (and the
   // reducer hears of every applied step, inner ones too, for its step count).

@@ -115,7 +115,8 @@ TEST_CASE("one peer, outer lr 1, momentum 0, codec none: exactly the bits of pla
   CHECK(other[4] != want[4]);                                         // the first outer step
 }
 
-TEST_CASE("3 peers: replicas bit-identical after every outer step, for none, bf16, int8, int4, top-k") {
+TEST_CASE(
+    "3 peers: replicas bit-identical after every outer step, for none, bf16, int8, int4, top-k") {
   TempDir dir;
   REQUIRE(rt::train::testing::WriteMarkovData(dir.path(), 64, 6000, 500).empty());
   for (const std::string codec : {"none", "bf16", "int8", "int4", "topk:0.1"}) {
