@@ -314,6 +314,13 @@ int RunTrain(const std::vector<std::string>& positional) {
     std::fprintf(stderr, "ringtrain train: unexpected argument '%s'\n", positional[0].c_str());
     return 2;
   }
+  // Round sync's refusals first: they name the combination (--zero 1 alone would
+  // otherwise be refused only for lacking --hosts).
+  const absl::StatusOr<sync::RoundSyncOptions> round = RoundSyncFromFlags();
+  if (!round.ok()) {
+    std::fprintf(stderr, "ringtrain train: %s\n", std::string(round.status().message()).c_str());
+    return 2;
+  }
   if (absl::GetFlag(FLAGS_hosts).empty()) {
     const char* ring_only = !absl::GetFlag(FLAGS_self).empty()          ? "--self"
                             : absl::GetFlag(FLAGS_rank) >= 0            ? "--rank"
@@ -372,11 +379,6 @@ int RunTrain(const std::vector<std::string>& positional) {
   // Resuming is the default; without a --ckpt-dir there is nothing to resume from.
   c.resume = absl::GetFlag(FLAGS_resume) && !c.ckpt_dir.empty();
   c.metrics_path = absl::GetFlag(FLAGS_metrics);
-  absl::StatusOr<sync::RoundSyncOptions> round = RoundSyncFromFlags();
-  if (!round.ok()) {
-    std::fprintf(stderr, "ringtrain train: %s\n", std::string(round.status().message()).c_str());
-    return 2;
-  }
   c.round = *round;
 
   // Status pages and the event log first: a port in use or an unwritable --events

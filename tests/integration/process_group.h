@@ -263,7 +263,8 @@ inline pid_t PidWithArgs(const std::string& a, const std::string& b) {
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
     std::string cmdline = ReadFile(entry.path() / "cmdline");
     std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
-    if (Contains(cmdline, "ringtrain") && Contains(cmdline, a) && Contains(cmdline, b)) {
+    if (cmdline.find("ringtrain") != std::string::npos && cmdline.find(a) != std::string::npos &&
+        cmdline.find(b) != std::string::npos) {
       return static_cast<pid_t>(std::stol(name));
     }
   }

@@ -213,3 +213,22 @@ TEST_CASE("a 3-peer round-sync checkpoint resumes on 2 peers with the same outer
   CHECK(two.momentum_at_start[1] == three.momentum[0]);
   CHECK(two.momentum[0] == two.momentum[1]);
 }
+
+TEST_CASE("weights follow tokens: a peer without slots weighs 0, the other's replica goes on") {
+  // 2 peers, one sequence per step: peer 0 trains on it, peer 1 has no slot. With outer
+  // lr 1 and no momentum the outer step is the token-weighted average, 1 x peer 0 +
+  // 0 x peer 1: exactly one peer training alone. Equal weights would land halfway.
+  TempDir dir;
+  REQUIRE(rt::train::testing::WriteMarkovData(dir.path(), 64, 6000, 500).empty());
+  TrainConfig c = RoundConfig(dir.path(), 3, 1.0f, 0.0f, "none");
+  c.steps = 6;
+  c.global_batch = 1;
+  const RingRun two = TrainRing(c, 2, c.steps);
+  rt::train::testing::UseOneThread();
+  const std::vector<std::string> alone = HashesAlone(c, c.steps);
+  for (int s : {2, 5}) {
+    CHECK(two.steps[0][s].param_hash == alone[s]);
+    CHECK(two.steps[1][s].param_hash == alone[s]);
+  }
+  CHECK(two.steps[1][0].slots == 0);
+}
