@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "collective/codec_spec.h"
 #include "core/cpu_features.h"
+#include "core/status_macros.h"
 
 ABSL_FLAG(std::string, out, "",
           "Output: prepare's data directory (created if missing; old shards replaced); "
@@ -98,6 +99,17 @@ ABSL_FLAG(int, topk_refresh, 0,
           "gradient dense (the residual waits), so AdamW's second moment learns again; costs "
           "one dense exchange per N steps (0 = never: v stays frozen after the warm-up)");
 
+// Round sync (DiLoCo family; train and plan).
+ABSL_FLAG(int, outer_every, 0,
+          "Round sync: each peer takes H inner steps on its own slots without communication, "
+          "then the ring averages the pseudo-gradients and an outer Nesterov step updates the "
+          "shared parameters (0 = per-step gradient sync)");
+ABSL_FLAG(double, outer_lr, 0.7, "Round sync: outer learning rate");
+ABSL_FLAG(double, outer_momentum, 0.9, "Round sync: outer Nesterov momentum, in [0, 1)");
+ABSL_FLAG(std::string, outer_compress, "none",
+          "Round sync: codec of the outer exchange, none|bf16|int8|int4|topk:DENSITY, with "
+          "error feedback kept per peer across rounds");
+
 // --topk-warmup's default: a tenth of the run, at least 75 steps.
 constexpr int kMinDefaultTopKWarmup = 75;
 
@@ -117,6 +129,51 @@ std::vector<std::string> RingFlagNames() {
 
 std::vector<std::string> CommFlagNames() {
   return {"probe_every", "comm_budget", "topk_warmup", "topk_refresh"};
+}
+
+std::vector<std::string> RoundSyncFlagNames() {
+  return {"outer_every", "outer_lr", "outer_momentum", "outer_compress"};
+}
+
+absl::StatusOr<sync::RoundSyncOptions> RoundSyncFromFlags() {
+  sync::RoundSyncOptions o;
+  o.every = absl::GetFlag(FLAGS_outer_every);
+  o.outer_lr = static_cast<float>(absl::GetFlag(FLAGS_outer_lr));
+  o.outer_momentum = static_cast<float>(absl::GetFlag(FLAGS_outer_momentum));
+  const std::string codec = absl::GetFlag(FLAGS_outer_compress);
+  RETURN_IF_ERROR(o.Validate());
+  if (codec == "auto") {
+    return absl::InvalidArgumentError(
+        "--outer-compress auto does not exist: name the codec (none, bf16, int8, int4, topk:D)");
+  }
+  absl::StatusOr<collective::CodecSpec> spec = collective::ParseCodecSpec(codec);
+  if (!spec.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--outer-compress: ", spec.status().message()));
+  }
+  o.codec = *spec;
+  if (!o.enabled()) {
+    if (codec != "none") {
+      return absl::InvalidArgumentError(
+          "--outer-compress applies to round sync only: give --outer-every H > 0 too");
+    }
+    return o;
+  }
+  // What cannot work with round sync, refused by train and plan alike.
+  if (absl::GetFlag(FLAGS_zero) != 0) {
+    return absl::InvalidArgumentError(
+        "--outer-every does not work with --zero 1: each peer's inner steps need its own "
+        "whole AdamW state, which --zero 1 shards over the ring");
+  }
+  if (absl::GetFlag(FLAGS_compress) != "none") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--outer-every exchanges once per round with --outer-compress; the per-step --compress ",
+        absl::GetFlag(FLAGS_compress), " does not apply (leave it at none)"));
+  }
+  if (absl::GetFlag(FLAGS_topk_refresh) != 0) {
+    return absl::InvalidArgumentError(
+        "--topk-refresh belongs to per-step preconditioned top-k, not to --outer-every");
+  }
+  return o;
 }
 
 absl::StatusOr<size_t> BucketBytesFromFlag() {

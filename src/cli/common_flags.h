@@ -8,6 +8,7 @@
 #include "absl/flags/declare.h"
 #include "absl/status/statusor.h"
 #include "net/ring_setup.h"
+#include "sync/round_sync.h"
 #include "train/ring_gradient_reducer.h"
 
 // Model shape and execution (train, bench, plan).
@@ -55,6 +56,11 @@ ABSL_DECLARE_FLAG(int, probe_every);
 ABSL_DECLARE_FLAG(double, comm_budget);
 ABSL_DECLARE_FLAG(int, topk_warmup);
 ABSL_DECLARE_FLAG(int, topk_refresh);
+// Round sync (train, plan).
+ABSL_DECLARE_FLAG(int, outer_every);
+ABSL_DECLARE_FLAG(double, outer_lr);
+ABSL_DECLARE_FLAG(double, outer_momentum);
+ABSL_DECLARE_FLAG(std::string, outer_compress);
 
 namespace rt::cli {
 
@@ -66,6 +72,14 @@ std::vector<std::string>
 RingFlagNames();  // hosts self rank wait secret_file encrypt compress zstd_level bucket_mb
 
 std::vector<std::string> CommFlagNames();  // probe_every comm_budget topk_warmup topk_refresh
+std::vector<std::string>
+RoundSyncFlagNames();  // outer_every outer_lr outer_momentum outer_compress
+
+// --outer-every, --outer-lr, --outer-momentum, --outer-compress, checked; with H > 0 also
+// the combinations that cannot work (--zero 1, a per-step --compress other than none,
+// --topk-refresh), each refused with a message naming the flags. train and plan both
+// call it, so both refuse the same things.
+absl::StatusOr<sync::RoundSyncOptions> RoundSyncFromFlags();
 
 // --compress none|bf16|topk:D|auto, --zstd-level, --probe-every, --comm-budget into
 // options->buckets.codec and options->comm (channel_salt is left to the caller).

@@ -155,6 +155,14 @@ int RunPlan(const std::vector<std::string>& positional) {
     return 2;
   }
   in.bucket_bytes = *bucket_bytes;
+  // Round sync: the same checks and refusals as train's.
+  const absl::StatusOr<sync::RoundSyncOptions> round = RoundSyncFromFlags();
+  if (!round.ok()) {
+    std::fprintf(stderr, "ringtrain plan: %s\n", std::string(round.status().message()).c_str());
+    return 2;
+  }
+  in.outer_every = round->every;
+  in.outer_compress = round->codec.ToString();
   if (in.options.max_batch < 1) {
     std::fprintf(stderr, "ringtrain plan: --batch must be >= 1, got %d\n", in.options.max_batch);
     return 2;
@@ -233,7 +241,9 @@ int RunPlan(const std::vector<std::string>& positional) {
     line("AdamW moments (fp32 x2)", p.adam);
   }
   if (p.bf16_weights > 0) line("bf16 weight copy", p.bf16_weights);
-  if (p.residual > 0) line("codec residual", p.residual);
+  if (p.residual > 0)
+    line(in.outer_every > 0 ? "outer codec residual" : "codec residual", p.residual);
+  if (p.round.outer_state_bytes > 0) line("outer state (start+mom.)", p.round.outer_state_bytes);
   line(absl::StrFormat("activations (batch %d)", in.options.max_batch), p.activations);
   line("reserve (OS, cache)", p.reserve);
   absl::PrintF("  %-25s%10s of %s: %s\n", "total", Gb(p.total), Gb(in.ram_bytes),
@@ -241,7 +251,8 @@ int RunPlan(const std::vector<std::string>& positional) {
   // What else would save memory: --recompute, and --zero 1 on a ring.
   std::vector<std::string> savers;
   if (!in.options.recompute) savers.push_back("--recompute");
-  if (in.zero == 0 && in.peers >= 2) savers.push_back("--zero 1");
+  if (in.zero == 0 && in.peers >= 2 && in.outer_every == 0) savers.push_back("--zero 1");
+  if (in.outer_every > 0 && p.residual > 0) savers.push_back("--outer-compress none");
   if (p.max_batch_that_fits == 0) {
     savers.push_back("a smaller model");
     const std::string last = savers.back();
@@ -281,7 +292,31 @@ int RunPlan(const std::vector<std::string>& positional) {
         e.codec, e.wire_bytes, e.seconds, e.backward_seconds, e.hides ? "true" : "false"));
   }
   absl::PrintF("  suggested --compress %s\n", p.recommended_codec);
-  if (timed) PrintStepTime(p);
+  if (timed && p.round.every == 0) PrintStepTime(p);
+  std::string round_json;
+  if (p.round.every > 0) {
+    const train::RoundEstimate& r = p.round;
+    absl::PrintF(
+        "\nround sync (--outer-every %d --outer-compress %s; the per-step rows above\n"
+        "are what it replaces)\n",
+        r.every, r.codec);
+    absl::PrintF("  exchange per round %s per peer, %.1f s; hidden %.1f s (no overlap yet)\n",
+                 Gb(r.wire_bytes), r.exchange_s, r.hidden_s);
+    if (timed) {
+      absl::PrintF("  compute per round %.1f s (%d inner steps, equal shares), round %.1f s\n",
+                   r.compute_s, r.every, r.round_s);
+      absl::PrintF("  %.0f tokens/s = %.1f%% of compute only (%.0f tokens/s)\n", r.tokens_per_s,
+                   100 * r.tokens_per_s / r.compute_only_tokens_per_s, r.compute_only_tokens_per_s);
+    }
+    absl::PrintF("  outer state: round-start copy + momentum %s per peer (not sharded)\n",
+                 Gb(r.outer_state_bytes));
+    round_json = absl::StrFormat(
+        ",\"round\":{\"outer_every\":%d,\"outer_compress\":\"%s\",\"wire_bytes\":%.0f,"
+        "\"exchange_s\":%.6f,\"hidden_s\":%.6f,\"compute_s\":%.6f,\"round_s\":%.6f,"
+        "\"tokens_per_s\":%.1f,\"compute_only_tokens_per_s\":%.1f,\"outer_state_bytes\":%.0f}",
+        r.every, r.codec, r.wire_bytes, r.exchange_s, r.hidden_s, r.compute_s, r.round_s,
+        r.tokens_per_s, r.compute_only_tokens_per_s, r.outer_state_bytes);
+  }
   const std::string cost_json =
       train_tokens > 0 ? PrintRunCost(p, in.peers, train_tokens, gpus, gpu_file) : "";
 
@@ -291,13 +326,13 @@ int RunPlan(const std::vector<std::string>& positional) {
       "\"fits\":%s,\"max_batch\":%d,"
       "\"compute_s\":%.6f,\"codecs\":[%s],\"suggested_compress\":\"%s\",\"peer_gflops\":[%s],"
       "\"equal_slots\":[%s],\"balanced_slots\":[%s],\"equal_step_s\":%.6f,"
-      "\"balanced_step_s\":%.6f,\"equal_tokens_per_s\":%.1f,\"balanced_tokens_per_s\":%.1f%s}\n",
+      "\"balanced_step_s\":%.6f,\"equal_tokens_per_s\":%.1f,\"balanced_tokens_per_s\":%.1f%s%s}\n",
       p.n_params, p.flops_per_token, static_cast<long long>(p.tokens_per_step), in.zero,
       p.sharded ? "true" : "false", p.total, p.activations, in.ram_bytes, p.fits ? "true" : "false",
       p.max_batch_that_fits, p.compute_s, absl::StrJoin(codec_json, ","), p.recommended_codec,
       absl::StrJoin(p.peer_gflops, ","), absl::StrJoin(p.equal_shares, ","),
       absl::StrJoin(p.balanced_shares, ","), p.equal_step_s, p.balanced_step_s,
-      p.equal_tokens_per_s, p.balanced_tokens_per_s, cost_json);
+      p.equal_tokens_per_s, p.balanced_tokens_per_s, cost_json, round_json);
   return 0;
 }
 
@@ -308,6 +343,7 @@ std::vector<std::string> PlanFlags() {
         "link_mbps", "rtt_ms", "train_tokens", "price_per_hour", "gpu_prices", "bucket_mb"}) {
     flags.emplace_back(f);
   }
+  for (const std::string& f : RoundSyncFlagNames()) flags.push_back(f);
   return flags;
 }
 
@@ -320,6 +356,7 @@ const Subcommand& PlanSubcommand() {
       "               [--zero 0|1]\n"
       "               [--max-skew 8] [--link-mbps 1000] [--rtt-ms 0.5] [--compress ...]\n"
       "               [--train-tokens 2B --price-per-hour P [--gpu-prices FILE]]\n"
+      "               [--outer-every H [--outer-compress none|bf16|int8|int4|topk:D]]\n"
       "Prints memory per peer (exact for what ringtrain allocates), the largest --batch that\n"
       "fits, and per codec the bytes each peer sends per step and the predicted time; with\n"
       "--gflops (from `ringtrain bench compute`) also whether it hides behind backward and the\n"
@@ -331,7 +368,9 @@ const Subcommand& PlanSubcommand() {
       "plans sharded optimizer state as `train --zero 1` runs it: the moments of 1/N of\n"
       "the parameters, a replica of the predecessor's and their gradient staging (a\n"
       "checkpoint adds nothing: its writers stream the moments to disk as they arrive);\n"
-      "--compress none or bf16 only.",
+      "--compress none or bf16 only.\n"
+      "--outer-every H plans round sync: bytes and seconds of the exchange per round, how\n"
+      "much of it hides, tokens/s against compute only, and the outer state's memory.",
       PlanFlags(), &RunPlan};
   return sub;
 }

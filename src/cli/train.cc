@@ -218,6 +218,14 @@ absl::StatusOr<std::unique_ptr<train::ElasticReducer>> JoinTrainCluster(
         "a codec that exists to avoid such bytes");
   }
   ring_options.shard_optimizer = zero == 1;
+  if (c->round.enabled()) {
+    // Round sync: the reducer's exchange is the outer one, once per round, with
+    // --outer-compress (its error feedback kept per peer across rounds and views), and
+    // the replicas are compared at every outer step (the only steps that ask).
+    ring_options.buckets.codec = c->round.codec;
+    ring_options.buckets.topk_warmup_steps = 0;
+    ring_options.buckets.precondition_from = -1;
+  }
   ASSIGN_OR_RETURN(std::vector<net::HostEntry> hosts, net::LoadHostsFile(setup.hosts_path));
   if (c->global_batch == 0) c->global_batch = c->batch * c->accum * static_cast<int>(hosts.size());
 
@@ -254,6 +262,7 @@ absl::StatusOr<std::unique_ptr<train::ElasticReducer>> JoinTrainCluster(
       {"check_every", absl::StrCat(check_every)},
       {"ckpt_every", absl::StrCat(c->ckpt_every)},
       {"zero", absl::StrFormat("--zero %d", zero)},
+      {"outer", c->round.enabled() ? c->round.ToString() : "per-step sync"},
   };
   ASSIGN_OR_RETURN(std::shared_ptr<net::TcpNode> node, StartTrainNode(setup));
 
@@ -265,7 +274,7 @@ absl::StatusOr<std::unique_ptr<train::ElasticReducer>> JoinTrainCluster(
   }
   std::sort(ring_options.buckets.dense_ranges.begin(), ring_options.buckets.dense_ranges.end(),
             [](const auto& a, const auto& b) { return a.begin < b.begin; });
-  ring_options.check_every = check_every;
+  ring_options.check_every = c->round.enabled() ? 1 : check_every;
   // A receive on the ring gives up no sooner than the membership would declare the
   // sender dead: with a long --peer-timeout (peers that may be paused for minutes: a
   // VM migrating, a frozen cgroup) a paused ring resumes instead of failing its step
@@ -317,6 +326,13 @@ absl::StatusOr<std::unique_ptr<train::ElasticReducer>> JoinTrainCluster(
 int RunTrain(const std::vector<std::string>& positional) {
   if (!positional.empty()) {
     std::fprintf(stderr, "ringtrain train: unexpected argument '%s'\n", positional[0].c_str());
+    return 2;
+  }
+  // Round sync's refusals first: they name the combination (--zero 1 alone would
+  // otherwise be refused only for lacking --hosts).
+  const absl::StatusOr<sync::RoundSyncOptions> round = RoundSyncFromFlags();
+  if (!round.ok()) {
+    std::fprintf(stderr, "ringtrain train: %s\n", std::string(round.status().message()).c_str());
     return 2;
   }
   if (absl::GetFlag(FLAGS_hosts).empty()) {
@@ -378,6 +394,7 @@ int RunTrain(const std::vector<std::string>& positional) {
   // Resuming is the default; without a --ckpt-dir there is nothing to resume from.
   c.resume = absl::GetFlag(FLAGS_resume) && !c.ckpt_dir.empty();
   c.metrics_path = absl::GetFlag(FLAGS_metrics);
+  c.round = *round;
 
   // Status pages and the event log first: a port in use or an unwritable --events
   // file is an error before any data is read or any peer is contacted. A ring peer
@@ -469,6 +486,7 @@ std::vector<std::string> TrainFlagNames() {
   }
   for (const std::string& n : RingFlagNames()) names.push_back(n);
   for (const std::string& n : CommFlagNames()) names.push_back(n);
+  for (const std::string& n : RoundSyncFlagNames()) names.push_back(n);
   return names;
 }
 
@@ -489,6 +507,8 @@ const Subcommand& TrainSubcommand() {
       "                 [--balance on|off] [--max-skew 8]\n"
       "                 [--compress none|bf16|topk:D|auto] [--bucket-mb 25] [--check-every 10]\n"
       "                 [--zero 0|1]]\n"
+      "                [--outer-every H [--outer-lr 0.7] [--outer-momentum 0.9]\n"
+      "                 [--outer-compress none|bf16|int8|int4|topk:D]]\n"
       "Prints one line per step (loss, learning rate, gradient norm, tokens/s, step time);\n"
       "with --eval-every, the validation loss and bits per byte. Resumes from the newest valid\n"
       "checkpoint in --ckpt-dir. With --hosts, the peers form a fault-tolerant ring: each\n"
@@ -499,6 +519,10 @@ const Subcommand& TrainSubcommand() {
       "re-reads the hosts file. --balance on (the default) gives faster peers more of each\n"
       "step's sequences (metrics: slots, wait_ms). --zero 1 shards the AdamW moments over\n"
       "the ring (each peer keeps its pieces and a replica of its predecessor's).\n"
+      "--outer-every H syncs once per round of H steps instead of every step (DiLoCo):\n"
+      "each peer trains on its own slots with its own AdamW, then the ring averages the\n"
+      "pseudo-gradients by tokens and an outer Nesterov step updates the shared parameters\n"
+      "(docs/round-sync.md); checkpoints, evaluations and stops happen at round ends.\n"
       "--metrics m.jsonl becomes m.rank<R>.jsonl per peer.",
       TrainFlagNames(),
       &RunTrain,

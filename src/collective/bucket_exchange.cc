@@ -2,6 +2,8 @@
 #include "collective/bucket_exchange.h"
 
 #include "absl/strings/str_format.h"
+#include "collective/block_quant.h"
+#include "collective/quantized_allreduce.h"
 #include "collective/sparse_allreduce.h"
 #include "collective/sparse_codec.h"
 #include "core/clock.h"
@@ -74,6 +76,19 @@ absl::Status BucketExchange::Run(net::RingTransport* ring, absl::Span<float> gra
     stats->bytes_sent += op.bytes_sent();
     stats->exchange_ms += watch.ElapsedMs();
     stats->codec_used = "bf16";
+    return absl::OkStatus();
+  }
+
+  if (spec.kind == CodecKind::kInt8 || spec.kind == CodecKind::kInt4) {
+    Stopwatch watch;
+    for (size_t i = 0; i < length_; ++i) grads[i] += residual_[i];
+    QuantizedAllreduceOptions q;
+    q.bits = spec.kind == CodecKind::kInt8 ? 8 : 4;
+    q.chunk_values = std::max<size_t>(kQuantBlock, options.chunk_bytes);  // ~1 byte a value
+    q.timeout = options.timeout;
+    RETURN_IF_ERROR(QuantizedRingAllreduce(ring, grads, residual_.span(), q, &stats->bytes_sent));
+    stats->exchange_ms += watch.ElapsedMs();
+    stats->codec_used = spec.ToString();
     return absl::OkStatus();
   }
 

@@ -6,6 +6,9 @@
 //         first, so switching codecs loses nothing);
 //   bf16  v = grads + residual; bf16 ring allreduce; the rounding errors this peer
 //         made stay in its residual;
+//   int8, int4  v = grads + residual; ring allreduce of block-scaled integers
+//         (quantized_allreduce.h); the quantisation errors of what this peer sent stay
+//         in its residual (like bf16; a rolled-back step keeps them too);
 //   topk  v = grads + residual; exactly k = density(step)*n largest |v| outside the
 //         dense ranges (plus all of the dense ranges) are encoded and exchanged by
 //         sparse allgather; the rest stays in the residual. Falls back to the dense

@@ -93,6 +93,14 @@ double PredictBucketSeconds(const PlanBucket& b, const CodecSpec& spec, const Pl
       if (z) t += (N - 1) * raw / s.zstd_decompress_bps;
       return t;
     }
+    case CodecKind::kInt8:
+    case CodecKind::kInt4: {
+      // Not on auto's ladder (round sync names it); the ring's bytes, priced at bf16's
+      // rounding speed for lack of a calibration of its own.
+      const double per = spec.kind == CodecKind::kInt8 ? 1.0625 : 0.5625;
+      return 4 * n / s.bf16_bps + std::max(2 * (N - 1) / N * per * n / bw, reduce) +
+             2 * (N - 1) * one_way;
+    }
   }
   return 0.0;
 }

@@ -16,6 +16,10 @@ std::string CodecSpec::ToString() const {
       return "none";
     case CodecKind::kBf16:
       return "bf16";
+    case CodecKind::kInt8:
+      return "int8";
+    case CodecKind::kInt4:
+      return "int4";
     case CodecKind::kTopK:
       return zstd_level > 0 ? absl::StrFormat("topk:%g+zstd%d", density, zstd_level)
                             : absl::StrFormat("topk:%g", density);
@@ -35,6 +39,10 @@ absl::StatusOr<CodecSpec> ParseCodecSpec(absl::string_view text, int zstd_level)
     spec.kind = CodecKind::kBf16;
     return spec;
   }
+  if (text == "int8" || text == "int4") {
+    spec.kind = text == "int8" ? CodecKind::kInt8 : CodecKind::kInt4;
+    return spec;
+  }
   if (text == "auto") {
     return absl::InvalidArgumentError(
         "--compress auto must be resolved to a codec per bucket by the caller");
@@ -51,8 +59,8 @@ absl::StatusOr<CodecSpec> ParseCodecSpec(absl::string_view text, int zstd_level)
     spec.density = density;
     return spec;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("--compress '", text, "' is not one of none, bf16, topk:DENSITY, auto"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--compress '", text, "' is not one of none, bf16, int8, int4, topk:DENSITY, auto"));
 }
 
 double TopKDensityAt(int64_t step, double density, int64_t warmup_steps) {

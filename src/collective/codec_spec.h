@@ -10,7 +10,10 @@
 
 namespace rt::collective {
 
-enum class CodecKind { kNone, kBf16, kTopK };
+// kInt8/kInt4: block-scaled integers on a ring allreduce (quantized_allreduce.h), with
+// error feedback; made for round sync's pseudo-gradients (--outer-compress), accepted
+// per step too. `auto` never picks them.
+enum class CodecKind { kNone, kBf16, kTopK, kInt8, kInt4 };
 
 struct CodecSpec {
   CodecKind kind = CodecKind::kNone;
@@ -22,7 +25,7 @@ struct CodecSpec {
   }
 };
 
-// "none" | "bf16" | "topk:DENSITY" (0 < DENSITY <= 1). "auto" is the caller's job
+// "none" | "bf16" | "int8" | "int4" | "topk:DENSITY" (0 < DENSITY <= 1). "auto" is the caller's job
 // (it picks a spec per bucket) and is refused here with a message saying so.
 // zstd_level must be in [0, 19].
 absl::StatusOr<CodecSpec> ParseCodecSpec(absl::string_view text, int zstd_level = 0);

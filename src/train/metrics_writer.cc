@@ -34,6 +34,11 @@ std::string StepMetricsJson(const StepMetrics& m) {
   absl::StrAppend(&s, ",\"ckpt_failures\":", m.ckpt_failures,
                   ",\"ckpt_wait_ms\":", Number(m.ckpt_wait_ms));
   if (m.rss_mb >= 0) absl::StrAppend(&s, ",\"rss_mb\":", absl::StrFormat("%.1f", m.rss_mb));
+  if (m.outer_step >= 0) absl::StrAppend(&s, ",\"outer_step\":", m.outer_step);
+  if (m.outer_ms >= 0) {
+    absl::StrAppend(&s, ",\"outer_ms\":", Number(m.outer_ms), ",\"outer_bytes\":", m.outer_bytes,
+                    ",\"pseudo_grad_norm\":", Number(m.pseudo_grad_norm));
+  }
   if (m.val_loss) absl::StrAppend(&s, ",\"val_loss\":", Number(*m.val_loss));
   if (m.val_bpb) absl::StrAppend(&s, ",\"val_bpb\":", Number(*m.val_bpb));
   s += "}";

@@ -42,6 +42,14 @@ struct StepMetrics {
   std::string param_hash;  // hex
   double time_s = 0;       // when the step ended, unix seconds (0: not written)
   std::optional<double> val_loss, val_bpb;  // only on evaluation steps
+  // Round sync (sync/round_sync.h), -1 = not written: outer steps done so far (every
+  // line of a round-sync run); on the lines of outer steps also the time the exchange
+  // and the outer update took (nothing of it hidden), the bytes this peer sent for
+  // them, and the L2 norm of the averaged pseudo-gradient.
+  int64_t outer_step = -1;
+  double outer_ms = -1;
+  int64_t outer_bytes = -1;
+  double pseudo_grad_norm = -1;
 };
 
 // The JSON object for `m`, without a newline. Non-finite numbers are written as null.

@@ -80,6 +80,24 @@ absl::StatusOr<RunPlan> PlanRun(const RunPlanInputs& in) {
         "--zero must be 0 (every peer holds all optimizer state) or 1 (sharded), got ", in.zero));
   }
   RETURN_IF_ERROR(CheckCompress(in.compress, in.zero));
+  if (in.outer_every < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--outer-every must be >= 0 (0 = per-step sync), got ", in.outer_every));
+  }
+  collective::CodecSpec outer;
+  if (in.outer_every > 0) {
+    if (in.zero != 0 || in.compress != "none") {
+      return absl::InvalidArgumentError(
+          "--outer-every works with --zero 0 and --compress none only (each peer's inner steps "
+          "need their whole AdamW state; the exchange's codec is --outer-compress)");
+    }
+    absl::StatusOr<collective::CodecSpec> spec = collective::ParseCodecSpec(in.outer_compress);
+    if (!spec.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--outer-compress: ", spec.status().message()));
+    }
+    outer = *spec;
+  }
 
   RunPlan p;
   const model::ParamLayout layout(in.config);
@@ -97,12 +115,18 @@ absl::StatusOr<RunPlan> PlanRun(const RunPlanInputs& in) {
   p.adam_replica = p.sharded ? 8 * n / peers : 0;
   p.commit_staging = p.sharded ? 4 * (2 * n / peers) : 0;
   p.bf16_weights = bf16 ? 2 * n : 0;
-  p.residual = in.compress == "none" ? 0 : 4 * n;  // error-feedback residual per value
+  // Error-feedback residual per value: the per-step codec's, or round sync's outer one.
+  const std::string lossy = in.outer_every > 0 ? in.outer_compress : in.compress;
+  p.residual = lossy == "none" ? 0 : 4 * n;
+  // Round sync: the round-start copy and the outer momentum (sync/round_sync.h).
+  p.round.every = in.outer_every;
+  p.round.codec = in.outer_every > 0 ? outer.ToString() : "";
+  p.round.outer_state_bytes = in.outer_every > 0 ? 8 * n : 0;
   ASSIGN_OR_RETURN(size_t act, model::Gpt::EstimateActivationBytes(in.config, in.options));
   p.activations = static_cast<double>(act);
   p.reserve = in.reserve_bytes;
   const double fixed = p.params + p.grads + p.adam + p.adam_replica + p.commit_staging +
-                       p.bf16_weights + p.residual + p.reserve;
+                       p.bf16_weights + p.residual + p.round.outer_state_bytes + p.reserve;
   p.total = fixed + p.activations;
   p.fits = p.total <= in.ram_bytes;
 
@@ -239,6 +263,38 @@ absl::StatusOr<RunPlan> PlanRun(const RunPlanInputs& in) {
     p.balanced_step_s = balanced.compute_s + unhidden(balanced.backward_s) + after_s;
     p.equal_tokens_per_s = tokens / p.equal_step_s;
     p.balanced_tokens_per_s = tokens / p.balanced_step_s;
+  }
+  if (in.outer_every > 0) {
+    RoundEstimate& r = p.round;
+    double bytes = 0;
+    switch (outer.kind) {
+      case collective::CodecKind::kNone:
+        bytes = DenseRingBytes(n, 4, in.peers);
+        break;
+      case collective::CodecKind::kBf16:
+        bytes = DenseRingBytes(n, 2, in.peers);
+        break;
+      case collective::CodecKind::kInt8:
+        bytes = DenseRingBytes(n, 1.0625, in.peers);
+        break;
+      case collective::CodecKind::kInt4:
+        bytes = DenseRingBytes(n, 0.5625, in.peers);
+        break;
+      case collective::CodecKind::kTopK:
+        bytes = in.peers * outer.density < 2 ? TopkRingBytes(n, outer.density, in.peers)
+                                             : DenseRingBytes(n, 4, in.peers);
+        break;
+    }
+    r.wire_bytes = bytes;
+    if (in.peers > 1) r.exchange_s = bytes / in.link_bps + 2 * ring_hops * in.rtt_s;
+    if (!slot_s.empty()) {
+      const double tokens = static_cast<double>(p.tokens_per_step);
+      r.compute_s = in.outer_every * equal.compute_s;
+      r.hidden_s = 0;
+      r.round_s = r.compute_s + r.exchange_s - r.hidden_s;
+      r.tokens_per_s = in.outer_every * tokens / r.round_s;
+      r.compute_only_tokens_per_s = tokens / equal.compute_s;
+    }
   }
   return p;
 }

@@ -60,6 +60,30 @@ struct RunPlanInputs {
   // exchanged after it, so at least its share of the exchange never hides.
   size_t bucket_bytes = size_t{25} << 20;
   int zero = 0;  // --zero: 0, or 1 (optimizer sharding; see above)
+  // Round sync (--outer-every H > 0, --outer-compress; sync/round_sync.h): see RoundEstimate.
+  int outer_every = 0;
+  std::string outer_compress = "none";
+};
+
+// Round sync, per peer: H inner steps of compute on equal shares (inner steps do not
+// balance), then one exchange of the whole buffer with the outer codec: dense ring
+// 2(N-1)/N x n x (4 fp32 | 2 bf16 | 1.0625 int8 | 0.5625 int4) bytes, or top-k's
+// allgather (as per step); 2(N-1) RTTs. Nothing of the exchange hides today (the
+// exchange runs at the round's end, between inner steps: `hidden_s` is 0), so
+//   round_s = H x compute_s + exchange_s,  tokens/s = H x tokens_per_step / round_s.
+// Memory adds the round-start copy and the outer momentum (fp32, 4n each; not sharded)
+// and, for a lossy codec, its error-feedback residual (4n) instead of the per-step one.
+struct RoundEstimate {
+  int every = 0;                         // H (0: per-step sync, the rest is 0)
+  std::string codec;                     // --outer-compress
+  double wire_bytes = 0;                 // sent per peer per round
+  double exchange_s = 0;                 // the exchange's time per round
+  double hidden_s = 0;                   // of which hidden behind compute (0: no overlap yet)
+  double compute_s = 0;                  // H inner steps of the slowest equal share
+  double round_s = 0;                    // compute_s + exchange_s - hidden_s
+  double tokens_per_s = 0;               // H x tokens_per_step / round_s
+  double compute_only_tokens_per_s = 0;  // tokens_per_step / one step's compute
+  double outer_state_bytes = 0;          // round-start copy + momentum
 };
 
 struct CodecEstimate {
@@ -101,10 +125,13 @@ struct RunPlan {
   double equal_tokens_per_s = 0, balanced_tokens_per_s = 0;
   std::vector<CodecEstimate> codecs;  // none, bf16, topk ladder (zero 1: none, bf16)
   std::string recommended_codec;      // least lossy codec that hides behind backward
+  RoundEstimate round;                // with outer_every > 0 (times need gflops)
 };
 
 // Errors name the flag: --peers, --accum, --ram-gb, --link-mbps, --gflops, --compress
-// (unknown; top-k or auto with --zero 1), --zero (not 0 or 1), and the model's shape.
+// (unknown; top-k or auto with --zero 1), --zero (not 0 or 1), --outer-every /
+// --outer-compress (negative, unknown, with --zero 1 or a per-step --compress), and the
+// model's shape.
 absl::StatusOr<RunPlan> PlanRun(const RunPlanInputs& in);
 
 // `plan --gflops`: "120" (every peer) or "120,120,80,60" (one per peer, as many as

@@ -120,10 +120,12 @@ absl::Span<const uint8_t> StringBytes(const std::string& s) {
 absl::Status SaveTrainCheckpoint(const std::string& ckpt_dir, const ckpt::CheckpointMeta& meta,
                                  absl::Span<const float> params, absl::Span<const float> adam_m,
                                  absl::Span<const float> adam_v, const std::string& tokenizer_model,
-                                 int keep) {
+                                 int keep, absl::Span<const float> outer_momentum) {
   std::vector<ckpt::SectionRef> sections = {
       {"params", Bytes(params)}, {"adam_m", Bytes(adam_m)}, {"adam_v", Bytes(adam_v)}};
-  if (!tokenizer_model.empty()) sections.push_back({"tokenizer.model", StringBytes(tokenizer_model)});
+  if (!outer_momentum.empty()) sections.push_back({"outer_momentum", Bytes(outer_momentum)});
+  if (!tokenizer_model.empty())
+    sections.push_back({"tokenizer.model", StringBytes(tokenizer_model)});
   return ckpt::WriteCheckpoint(ckpt_dir, meta, sections, keep);
 }
 
@@ -140,7 +142,8 @@ absl::StatusOr<std::unique_ptr<ckpt::CheckpointBuilder>> BeginShardedTrainCheckp
 
 absl::Status FinishTrainCheckpoint(ckpt::CheckpointBuilder* b, const std::string& tokenizer_model,
                                    int keep) {
-  if (!tokenizer_model.empty()) RETURN_IF_ERROR(b->Add("tokenizer.model", StringBytes(tokenizer_model)));
+  if (!tokenizer_model.empty())
+    RETURN_IF_ERROR(b->Add("tokenizer.model", StringBytes(tokenizer_model)));
   return b->Commit(keep);
 }
 

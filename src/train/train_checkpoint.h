@@ -2,6 +2,9 @@
 //
 // Sections (flat fp32 buffers in ParamLayout order, little-endian):
 //   params, adam_m, adam_v         total_floats() floats each
+//   outer_momentum                 round sync only (--outer-every): the outer Nesterov
+//                                  momentum; checkpoints are written at round boundaries,
+//                                  where the round-start copy equals params
 //   tokenizer.model                the SentencePiece model of the data, if it had one
 // Meta fields (strings): model.{vocab,layers,heads,dim,seq_len} (the shape),
 //   model.precision, optim.{lr,min_lr,warmup,weight_decay,clip,beta1,beta2,eps,steps},
@@ -45,7 +48,7 @@ absl::Status CheckSameModel(const model::GptConfig& saved, const model::GptConfi
 absl::Status SaveTrainCheckpoint(const std::string& ckpt_dir, const ckpt::CheckpointMeta& meta,
                                  absl::Span<const float> params, absl::Span<const float> adam_m,
                                  absl::Span<const float> adam_v, const std::string& tokenizer_model,
-                                 int keep);
+                                 int keep, absl::Span<const float> outer_momentum = {});
 
 // The same checkpoint in two halves, for --zero 1 (no peer holds the whole moments):
 // Begin adds the parameters (which must stay unchanged until Finish returns) and

@@ -34,6 +34,7 @@ absl::Status TrainConfig::Validate() const {
   if (ckpt_keep < 0) return bad("--keep must be >= 0 (0 = all), got %d", ckpt_keep);
   if (ckpt_every > 0 && ckpt_dir.empty()) return bad("--ckpt-every needs --ckpt-dir");
   if (resume && ckpt_dir.empty()) return bad("--resume needs --ckpt-dir");
+  if (absl::Status r = round.Validate(); !r.ok()) return r;
   // The shape without the vocabulary (which comes from the data).
   model::GptConfig shape = model;
   if (shape.vocab_size <= 0) shape.vocab_size = 1;

@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "model/gpt_config.h"
 #include "optim/adamw.h"
+#include "sync/round_sync.h"
 #include "train/slot_balancer.h"
 
 namespace rt::train {
@@ -30,6 +31,11 @@ struct TrainConfig {
   // Load balancing (--balance on|off, --max-skew; train/slot_balancer.h): shares of
   // the global batch follow each peer's measured speed. Must be equal on every peer.
   BalanceOptions balance;
+
+  // Round sync (--outer-every H > 0; sync/round_sync.h): H inner steps per peer without
+  // communication, then an outer step on the token-weighted pseudo-gradients. Equal on
+  // every peer. every = 0: per-step gradient sync.
+  sync::RoundSyncOptions round;
 
   // Optimizer: AdamW + linear warm-up + cosine decay to min_lr, global-norm clip.
   float lr = 6e-4f, min_lr = 6e-5f;

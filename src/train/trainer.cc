@@ -123,15 +123,39 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
     t->adam_ =
         std::make_unique<optim::AdamW>(config.adamw, layout.total_floats(), layout.DecayRanges());
   }
+  if (config.round.enabled()) {
+    // Round sync: each peer's own AdamW over the whole buffer during inner steps.
+    if (sharded) {
+      return absl::InvalidArgumentError(
+          "--outer-every works with --zero 0 only: each peer's inner steps need its own whole "
+          "AdamW state, which --zero 1 shards over the ring");
+    }
+    if (t->reducer_->PreconditionFrom() >= 0) {
+      return absl::InvalidArgumentError(
+          "--outer-every takes its codec from --outer-compress: per-step --compress topk/auto "
+          "(preconditioned) does not apply to round sync");
+    }
+    t->round_ = std::make_unique<sync::RoundSync>(config.round, layout.total_floats());
+  }
   RETURN_IF_ERROR(t->InitOrResume());
+  if (t->round_) t->round_->BeginRound(t->params_.span());
   TrainStateRef state{&t->step_, {{"params", t->params_.span()}}, {}};
   if (!sharded) {
     state.buffers.push_back({"adam_m", t->adam_->m()});
     state.buffers.push_back({"adam_v", t->adam_->v()});
   }
+  if (t->round_) {
+    // A peer that joins (or was behind) takes the round-start copy and the momentum
+    // with the rest; mid-round it takes the serving peer's current replica.
+    state.buffers.push_back({"outer_start", t->round_->start()});
+    state.buffers.push_back({"outer_momentum", t->round_->momentum()});
+  }
   // An elastic ring serves and replaces this state at step boundaries.
   Trainer* self = t.get();
-  state.before_overwrite = [self] { self->FinishBackgroundCheckpoint(); };
+  state.before_overwrite = [self] {
+    self->FinishBackgroundCheckpoint();
+    if (self->round_) self->round_->ForgetRound();
+  };
   RETURN_IF_ERROR(t->reducer_->AttachState(state, t->loaded_epoch_));
   // A ring starts from the leader's state, whatever each peer loaded (ring_gradient_reducer.h).
   const int64_t loaded_step = t->step_;
@@ -210,6 +234,16 @@ absl::Status Trainer::InitOrResume() {
                field("model.precision"), model::PrecisionName(config_.precision));
   }
   RETURN_IF_ERROR(ReadFloatSection(*latest, "params", params_.span()));
+  if (round_ != nullptr) {
+    // The outer momentum of a round-sync checkpoint; a per-step run's checkpoint (or
+    // one of another --outer-every) continues with what it has: momentum from zero.
+    if (latest->HasSection("outer_momentum")) {
+      RETURN_IF_ERROR(ReadFloatSection(*latest, "outer_momentum", round_->momentum()));
+    } else {
+      LogInfo("checkpoint %s has no outer momentum: round sync starts it from zero",
+              latest->path());
+    }
+  }
   if (adam_ != nullptr) {
     RETURN_IF_ERROR(ReadFloatSection(*latest, "adam_m", adam_->m()));
     RETURN_IF_ERROR(ReadFloatSection(*latest, "adam_v", adam_->v()));
@@ -275,9 +309,11 @@ absl::Status Trainer::Run() {
       // The step was applied; only its closing check failed. Carry on from it.
     }
     const bool last = step_ == config_.steps;
-    const bool stop = reducer_->StopAfterThisStep();
+    // Round sync: a stop waits for the round's end (a single peer's signal is seen at
+    // any step; a ring's vote travels with the outer step's exchange).
+    const bool stop = reducer_->StopAfterThisStep() && AtSyncPoint();
 
-    if (config_.eval_every > 0 && (step_ % config_.eval_every == 0 || last) && !stop) {
+    if (config_.eval_every > 0 && (Due(config_.eval_every) || last) && !stop) {
       EvalResult e = Evaluate();
       RETURN_IF_ERROR(gpt_->status());
       m.val_loss = e.loss;
@@ -316,6 +352,8 @@ absl::Status Trainer::Run() {
   if (first) LogInfo("already at step %d of --steps %d: nothing to do", step_, config_.steps);
   return absl::OkStatus();
 }
+
+double Trainer::ResidentMb() { return CurrentRssMb(); }
 
 absl::Status Trainer::EvaluateUntrained() {
   EvalResult e = Evaluate();
@@ -359,6 +397,7 @@ absl::Status Trainer::ReportStep(const StepMetrics& step_metrics) {
 }
 
 absl::Status Trainer::TrainStep(StepMetrics* metrics) {
+  if (round_) return RoundStep(metrics);  // round sync: trainer_round.cc
   // --zero 1: this peer's optimizer pieces first, when the ring changed (trainer_zero.cc;
   // may take the ring back to a checkpoint, so before anything reads the step).
   if (reducer_->ShardsOptimizer()) RETURN_IF_ERROR(SettleShardedState());
@@ -443,9 +482,7 @@ absl::Status Trainer::TrainStep(StepMetrics* metrics) {
 
   // 4. Sum gradients (and loss, tokens, every peer's speed figures, checkpoint votes)
   // over peers.
-  totals.checkpoint_vote =
-      config_.ckpt_minutes > 0 && !config_.ckpt_dir.empty() &&
-      absl::Now() - last_checkpoint_time_ >= absl::Seconds(config_.ckpt_minutes * 60);
+  totals.checkpoint_vote = CheckpointTimeDue();
   checkpoint_agreed_ = false;
   Stopwatch comm_watch;
   RETURN_IF_ERROR(reducer_->Finish(&totals));

@@ -31,6 +31,7 @@
 #include "observe/status_board.h"
 #include "optim/adamw.h"
 #include "optim/sharded_adamw.h"
+#include "sync/round_sync.h"
 #include "train/background_checkpoint.h"
 #include "train/evaluator.h"
 #include "train/gradient_reducer.h"
@@ -79,6 +80,8 @@ class Trainer {
   const optim::ShardedAdamW* sharded_optimizer() const { return sharded_adam_.get(); }
   const optim::ShardedAdamW* replica_optimizer() const { return replica_adam_.get(); }
   int slots() const { return sampler_->slots(); }
+  // Round sync (--outer-every): the outer state (null with per-step sync).
+  const sync::RoundSync* round_sync() const { return round_.get(); }
   bool resumed() const { return resumed_; }
 
  private:
@@ -97,6 +100,29 @@ class Trainer {
   // CheckpointOrCarryOn does for a non-final one (never an error). Called before
   // anything writes params or moments: the optimizer step and a state replacement.
   void FinishBackgroundCheckpoint();
+  // ---- Round sync (--outer-every H; trainer_round.cc, sync/round_sync.h) ----
+  // One step of a round: the inner step on this peer's slots with its own AdamW and no
+  // communication; at a round's end (sync::IsRoundEnd) also the outer step: the
+  // token-weighted exchange through the reducer (its codec is --outer-compress), the
+  // outer Nesterov update and the param_hash check. An exchange that fails leaves the
+  // inner step applied and is redone (among the survivors) without computing it again.
+  absl::Status RoundStep(StepMetrics* metrics);
+  // Whether the loop may stop, evaluate or checkpoint here: every step with per-step
+  // sync; with round sync only at a round's end, where replicas agree.
+  bool AtSyncPoint() const;
+  // Whether `interval` (--eval-every, --ckpt-every) falls due now: at a multiple of it,
+  // or with round sync at the end of the round that passed one.
+  bool Due(int interval) const;
+  // This peer's vote for a time-based checkpoint (--ckpt-minutes): one is due by its clock.
+  bool CheckpointTimeDue() const {
+    return config_.ckpt_minutes > 0 && !config_.ckpt_dir.empty() &&
+           absl::Now() - last_checkpoint_time_ >= absl::Seconds(config_.ckpt_minutes * 60);
+  }
+  // This process's resident memory in MB (metrics rss_mb), -1 if /proc cannot say.
+  static double ResidentMb();
+  // Outer steps done at step count `step` (round ends up to it).
+  int64_t OuterStepsAt(int64_t step) const;
+
   // ---- ZeRO-1 (--zero 1; trainer_zero.cc) ----
   // Before a step: settles a step whose update did not reach this peer (kept if the
   // ring resumed after it, dropped if before), then makes this peer's optimizers match
@@ -166,6 +192,8 @@ class Trainer {
   std::unique_ptr<model::Gpt> gpt_;
   AlignedBuffer<float> params_, grads_;
   std::unique_ptr<optim::AdamW> adam_;
+  // --outer-every H > 0: the round-start copy, the outer momentum, this round's tokens.
+  std::unique_ptr<sync::RoundSync> round_;
   // --zero 1 (GradientReducer::ShardsOptimizer): the optimizer of this peer's pieces,
   // made at the first step (the pieces are known after BeginStep); adam_ is then null.
   std::unique_ptr<optim::ShardedAdamW> sharded_adam_;

@@ -26,7 +26,8 @@ ckpt::CheckpointMeta Trainer::CheckpointMetaAt(int64_t step, uint64_t epoch) con
 absl::Status Trainer::WriteCheckpoint(int64_t step, uint64_t epoch) const {
   if (adam_ != nullptr) {
     return SaveTrainCheckpoint(config_.ckpt_dir, CheckpointMetaAt(step, epoch), params_.span(),
-                               adam_->m(), adam_->v(), tokenizer_model_, config_.ckpt_keep);
+                               adam_->m(), adam_->v(), tokenizer_model_, config_.ckpt_keep,
+                               round_ ? round_->momentum() : absl::Span<const float>());
   }
   // --zero 1: the checkpoint the ring gathered for this step (GatherMomentsForCheckpoint).
   std::shared_ptr<ckpt::CheckpointBuilder> b = sharded_ckpt_;

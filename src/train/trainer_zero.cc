@@ -45,8 +45,7 @@ absl::Span<float> Moments(optim::AdamW& shard, int b) { return b == 0 ? shard.m(
 }  // namespace
 
 bool Trainer::IsCheckpointMoment(bool last, bool stop) const {
-  return last || stop || checkpoint_agreed_ ||
-         (config_.ckpt_every > 0 && step_ % config_.ckpt_every == 0);
+  return last || stop || checkpoint_agreed_ || Due(config_.ckpt_every);
 }
 
 std::vector<optim::FloatRange> Trainer::HeldMomentRanges() const {

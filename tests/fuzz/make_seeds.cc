@@ -13,6 +13,7 @@
 #include "ckpt/manifest.h"
 #include "cluster/messages.h"
 #include "cluster/state_messages.h"
+#include "collective/block_quant.h"
 #include "collective/link_matrix.h"
 #include "collective/piece_exchange_plan.h"
 #include "collective/sparse_codec.h"
@@ -170,6 +171,18 @@ void Sparse() {
   Write("sparse_codec", "empty", out);
 }
 
+void BlockQuant() {
+  std::vector<float> v(200);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = 0.01f * static_cast<float>(i % 37) - 0.2f;
+  std::vector<uint8_t> out;
+  rt::collective::EncodeQuantized(v, 8, {}, &out);
+  Write("block_quant", "int8", out);
+  rt::collective::EncodeQuantized(v, 4, {}, &out);
+  Write("block_quant", "int4", out);
+  rt::collective::EncodeQuantized(absl::MakeConstSpan(v.data(), 3), 4, {}, &out);
+  Write("block_quant", "int4-odd", out);
+}
+
 void PieceDescriptors() {
   rt::collective::PieceDescriptor d;
   d.length = 100000;
@@ -291,6 +304,7 @@ int main(int argc, char** argv) {
   ClusterMessages();
   StateTransfer();
   Sparse();
+  BlockQuant();
   LinkRows();
   PieceDescriptors();
   PeerReports();

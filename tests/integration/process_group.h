@@ -11,10 +11,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -251,6 +253,22 @@ inline std::vector<std::string> LocalRingArgv(int peers, int base_port, int time
           "--timeout",
           std::to_string(timeout_s - 10),
           "--"};
+}
+
+// The pid of the ringtrain process whose command line holds both `a` and `b` (the
+// ProcessGroup knows only the pids it started; this finds a peer by its arguments).
+inline pid_t PidWithArgs(const std::string& a, const std::string& b) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = ReadFile(entry.path() / "cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.find("ringtrain") != std::string::npos && cmdline.find(a) != std::string::npos &&
+        cmdline.find(b) != std::string::npos) {
+      return static_cast<pid_t>(std::stol(name));
+    }
+  }
+  return -1;
 }
 
 }  // namespace rt::integration

@@ -29,6 +29,7 @@ namespace {
 using rt::integration::JsonField;
 using rt::integration::LocalRingArgv;
 using rt::integration::NonEmptyLines;
+using rt::integration::PidWithArgs;
 using rt::integration::ReadFile;
 using rt::integration::RunCommand;
 using rt::integration::RunResult;
@@ -127,21 +128,6 @@ std::vector<std::string> CheckPeerMetrics(const TempDir& tmp, int peers, int ste
     }
   }
   return lines[0];
-}
-
-// The pid of the ringtrain process whose command line holds both `a` and `b` (the
-// ProcessGroup knows only the pids it started; this finds a peer by its arguments).
-pid_t PidWithArgs(const std::string& a, const std::string& b) {
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::string cmdline = ReadFile(entry.path() / "cmdline");
-    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
-    if (Contains(cmdline, "ringtrain") && Contains(cmdline, a) && Contains(cmdline, b)) {
-      return static_cast<pid_t>(std::stol(name));
-    }
-  }
-  return -1;
 }
 
 }  // namespace

@@ -381,3 +381,37 @@ TEST_CASE("plan --zero takes 0 or 1, and --zero 1 refuses top-k and auto with th
   REQUIRE_FALSE(junk.ok());
   CHECK(std::string(junk.status().message()).find("--compress 'gzip'") != std::string::npos);
 }
+
+TEST_CASE("round sync: bytes per round by codec, tokens/s against compute only, outer memory") {
+  // The 1B model on eight 400 GFLOP/s peers at 100 Mbit/s.
+  rt::train::RunPlanInputs in;
+  in.config = {32000, 20, 16, 2048, 1024};
+  in.options.precision = rt::model::Precision::kBf16;
+  in.options.recompute = true;
+  in.options.max_batch = 1;
+  in.peers = 8;
+  in.gflops = {400};
+  in.link_bps = 100e6 / 8;
+  in.outer_every = 1000;
+  in.outer_compress = "none";
+  auto none = rt::train::PlanRun(in);
+  REQUIRE(none.ok());
+  const double n = static_cast<double>(none->n_params);
+  CHECK(none->round.wire_bytes == doctest::Approx(2.0 * 7 / 8 * 4 * n));
+  CHECK(none->round.outer_state_bytes == doctest::Approx(8 * n));
+  CHECK(none->residual == 0);
+  CHECK(none->round.tokens_per_s >= 0.95 * none->round.compute_only_tokens_per_s);
+  CHECK(none->fits);  // 32 GB
+  in.outer_every = 500;
+  in.outer_compress = "int8";
+  auto int8 = rt::train::PlanRun(in);
+  REQUIRE(int8.ok());
+  CHECK(int8->round.wire_bytes == doctest::Approx(2.0 * 7 / 8 * 1.0625 * n));
+  CHECK(int8->residual == doctest::Approx(4 * n));
+  CHECK(int8->round.round_s == doctest::Approx(int8->round.compute_s + int8->round.exchange_s));
+  in.zero = 1;
+  CHECK(!rt::train::PlanRun(in).ok());
+  in.zero = 0;
+  in.compress = "bf16";
+  CHECK(!rt::train::PlanRun(in).ok());
+}

@@ -1,0 +1,115 @@
+// RoundSync: round synchronisation of data-parallel training (the DiLoCo family), the
+// strategy beside per-step gradient sync (train/gradient_reducer.h).
+//
+// Each peer takes H = `every` inner optimizer steps on its own slots with its own AdamW
+// state and no communication; replicas differ between rounds by design. At the end of
+// a round the ring averages the peers' pseudo-gradients (round-start parameters minus
+// the current ones), weighted by the tokens each peer trained on in the round, and an
+// outer SGD with Nesterov momentum updates the shared round-start copy:
+//   delta = sum_p w_p (start - local_p)          w_p = tokens_p / tokens of the round
+//   buf   = mu * buf + delta
+//   new   = start - lr * (delta + mu * buf)      (Nesterov; lr = outer_lr, mu = outer_momentum)
+// Every peer then starts the next round from `new`, the same bits on every peer: the
+// exchanged sum is identical everywhere (collective/ring_allreduce.h) and the update
+// below is a pure function of it, of `start` and of `buf`, which are identical too.
+//
+// What travels, and why it is written this way. With an exact exchange (codec none)
+// every peer sends w_p * local_p and the ring returns the token-weighted average of the
+// parameters, avg; delta = start - avg. The update is applied as
+//   new = avg + c,   c = (1 - lr) * delta - lr * mu * buf,
+// which is the formula above rearranged (start - lr*delta = avg + (1-lr)*delta). With
+// lr = 1 and mu = 0, c is 0 and new is avg bit for bit: outer lr 1 without momentum is
+// plain parameter averaging, and one peer alone then trains exactly as without round
+// sync. Sending pseudo-gradients instead would not give that: start - (start - local)
+// differs from local in the last bit wherever start and local are more than a factor 2
+// apart (Sterbenz), e.g. parameters that cross zero. With a lossy codec (bf16, top-k)
+// what travels is w_p * (start - local_p), small values the codec and its per-peer
+// error feedback are made for; then delta is the sum and avg = start - delta.
+//
+// Units: parameters, start and buf are fp32 flat buffers in ParamLayout order (DESIGN
+// invariant 1), all of one length.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "collective/codec_spec.h"
+#include "core/aligned_buffer.h"
+
+namespace rt::sync {
+
+struct RoundSyncOptions {
+  int every = 0;                // H: inner steps per round (--outer-every); 0 = per-step sync
+  float outer_lr = 0.7f;        // --outer-lr
+  float outer_momentum = 0.9f;  // --outer-momentum (Nesterov)
+  collective::CodecSpec codec;  // --outer-compress: how the ring sums the contributions
+  bool enabled() const { return every > 0; }
+  // The flags as the user typed them are named in the error.
+  absl::Status Validate() const;
+  std::string ToString() const;  // "every=30 lr=0.7 momentum=0.9 compress=none"
+};
+
+// Whether the step count `steps_done` (optimizer steps completed) ends a round: every
+// `every` steps, and the run's last step (a shorter last round), so the schedule
+// depends only on step counts and resumes the same at any peer count.
+bool IsRoundEnd(int64_t steps_done, int64_t total_steps, int every);
+
+// Whether a multiple of `interval` lies in (round_start, steps_done]: an evaluation or a
+// checkpoint due during a round happens at its end, where the replicas agree.
+bool DueInRound(int64_t round_start, int64_t steps_done, int interval);
+
+// Figures of one outer step.
+struct OuterStepFigures {
+  double pseudo_grad_norm = 0;  // L2 norm of delta (the averaged pseudo-gradient)
+};
+
+class RoundSync {
+ public:
+  RoundSync(RoundSyncOptions options, size_t floats);
+
+  const RoundSyncOptions& options() const { return options_; }
+  // The round-start copy and the outer momentum: state the ring serves, replaces and
+  // checkpoints (checkpoints hold the momentum; at a round boundary start == params).
+  absl::Span<float> start() { return start_.span(); }
+  absl::Span<float> momentum() { return momentum_.span(); }
+  absl::Span<const float> momentum() const { return momentum_.span(); }
+  // Whether the exchange carries parameters (codec none) rather than pseudo-gradients.
+  bool exchanges_params() const { return options_.codec.kind == collective::CodecKind::kNone; }
+
+  // A round begins from `params` (after initialisation, a resume, a received state or
+  // an outer step): start = params; this peer's token count and pending mark are reset.
+  void BeginRound(absl::Span<const float> params);
+
+  // Inner steps: tokens this peer trained on in the round so far.
+  void AddTokens(int64_t tokens) { round_tokens_ += tokens; }
+  int64_t round_tokens() const { return round_tokens_; }
+  // The inner part of the round's last step (0-based `step`) is applied on this peer;
+  // if its exchange fails, the step is redone from the exchange (InnerDone).
+  void MarkInnerDone(int64_t step) { inner_done_step_ = step; }
+  bool InnerDone(int64_t step) const { return inner_done_step_ == step; }
+  // The state was replaced from outside (a peer that was behind received the ring's):
+  // no inner work of this peer is pending any more and its round holds no tokens of its own.
+  void ForgetRound();
+
+  // Weight of this peer in the round: mine / total (1 when alone; 0 when total is 0).
+  static float Weight(int64_t mine, int64_t total);
+
+  // This peer's contribution to the exchange, into `out` (params.size() floats):
+  // weight * params (exact codec) or weight * (start - params) (see the file comment).
+  void Contribution(absl::Span<const float> params, float weight, absl::Span<float> out) const;
+
+  // `sum`: the exchange's result (identical on every peer). Applies the outer Nesterov
+  // step: params = start = new, momentum updated; ends the round (BeginRound(params)).
+  OuterStepFigures Apply(absl::Span<const float> sum, absl::Span<float> params);
+
+ private:
+  RoundSyncOptions options_;
+  AlignedBuffer<float> start_, momentum_;
+  int64_t round_tokens_ = 0;
+  int64_t inner_done_step_ = -1;
+};
+
+}  // namespace rt::sync

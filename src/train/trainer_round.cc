@@ -1,0 +1,174 @@
+// Trainer's steps under round sync (--outer-every H; sync/round_sync.h): inner steps
+// on this peer's slots with no communication, and at each round's end the outer step
+// through the GradientReducer, which sums the token-weighted contributions with the
+// --outer-compress codec, views, aborts and redo among survivors included.
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_format.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/status_macros.h"
+#include "observe/peer_report.h"
+#include "optim/grad_clip.h"
+#include "optim/lr_schedule.h"
+#include "train/param_hash.h"
+#include "train/trainer.h"
+
+namespace rt::train {
+
+bool Trainer::AtSyncPoint() const {
+  return !round_ || sync::IsRoundEnd(step_, config_.steps, config_.round.every);
+}
+
+bool Trainer::Due(int interval) const {
+  if (interval <= 0) return false;
+  if (!round_) return step_ % interval == 0;
+  if (!AtSyncPoint()) return false;
+  const int64_t round_start = step_ - 1 - (step_ - 1) % config_.round.every;
+  return sync::DueInRound(round_start, step_, interval);
+}
+
+int64_t Trainer::OuterStepsAt(int64_t step) const {
+  const int h = config_.round.every;
+  return step / h + (step % h != 0 && step == config_.steps ? 1 : 0);
+}
+
+absl::Status Trainer::RoundStep(StepMetrics* metrics) {
+  checkpoint_agreed_ = false;  // a time-based checkpoint comes only after an outer step
+  Stopwatch step_watch;
+  const int T = gpt_->config().seq_len;
+  const float lr =
+      optim::CosineLr(step_, config_.warmup, config_.steps, config_.lr, config_.min_lr);
+  StepMetrics& m = *metrics;
+  m.lr = lr;
+
+  // 1. The inner step (unless it was applied before this step's exchange failed): this
+  //    peer's slots of the step, the equal strided split of the current view (which
+  //    peer computes which slot never changes the windows: DESIGN invariant 3), its
+  //    own mean gradient, clipping and AdamW.
+  double inner_ms = 0;
+  if (!round_->InnerDone(step_)) {
+    const int position = reducer_->rank();
+    const int peers = reducer_->peers();
+    const std::vector<int> my_slots = sampler_->SlotsOf(position, peers);
+    const int64_t my_tokens = static_cast<int64_t>(my_slots.size()) * T;
+    grads_.Zero();
+    const float grad_scale = my_tokens > 0 ? 1.0f / static_cast<float>(my_tokens) : 0.0f;
+    std::vector<int32_t> tokens(static_cast<size_t>(config_.batch) * T);
+    std::vector<int32_t> targets(tokens.size());
+    double loss_sum = 0;
+    for (size_t first = 0; first < my_slots.size(); first += config_.batch) {
+      const size_t count = std::min<size_t>(config_.batch, my_slots.size() - first);
+      std::vector<uint64_t> starts(count);
+      for (size_t i = 0; i < count; ++i)
+        starts[i] = sampler_->WindowStart(step_, my_slots[first + i]);
+      data::ReadWindows(*train_data_, starts, T, tokens.data(), targets.data());
+      loss_sum +=
+          gpt_->ForwardBackward(params_.span(), tokens.data(), targets.data(),
+                                static_cast<int>(count), grad_scale, grads_.span(), nullptr);
+      if (!gpt_->status().ok()) {
+        reducer_->Abort(gpt_->status());
+        return gpt_->status();  // Internal: fatal
+      }
+    }
+    FinishBackgroundCheckpoint();  // the buffers change below
+    const double grad_norm = std::sqrt(optim::SumOfSquares(grads_.span()));
+    const double loss = my_tokens > 0 ? loss_sum / static_cast<double>(my_tokens) : 0;
+    if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
+      return absl::InternalError(absl::StrFormat(
+          "training diverged at step %d: loss %g, gradient norm %g (try a lower --lr)", step_ + 1,
+          loss, grad_norm));
+    }
+    // A peer without slots in this step (more peers than sequences) leaves its replica
+    // as it is: no tokens, no update.
+    if (my_tokens > 0) {
+      adam_->Step(params_.span(), grads_.span(), lr, step_ + 1,
+                  optim::ClipScale(grad_norm, config_.clip));
+    }
+    round_->AddTokens(my_tokens);
+    inner_ms = step_watch.ElapsedMs();
+    m.loss = loss;
+    m.grad_norm = grad_norm;
+    m.slots = static_cast<int>(my_slots.size());
+  }
+  const bool round_end = sync::IsRoundEnd(step_ + 1, config_.steps, config_.round.every);
+
+  // 2. At a round's end, the outer step. Tokens first (an exact small collective), so
+  //    the weights renormalise over the peers of this exchange; then the exchange of
+  //    the weighted contributions in grads_ (free after AdamW), which the reducer sums
+  //    exactly as it sums gradients (its codec is --outer-compress, its error feedback
+  //    this peer's); then the outer Nesterov update, identical on every peer.
+  double outer_ms = -1;
+  int64_t outer_bytes = -1;
+  double pseudo_grad_norm = -1;
+  if (round_end) {
+    round_->MarkInnerDone(step_);
+    Stopwatch outer_watch;
+    const uint64_t bytes_before = reducer_->bytes_sent();
+    ASSIGN_OR_RETURN(const std::vector<int64_t> round_tokens,
+                     reducer_->AllgatherInt64(round_->round_tokens()));
+    int64_t total_tokens = 0;
+    for (int64_t t : round_tokens) total_tokens += t;
+    const float weight = sync::RoundSync::Weight(round_->round_tokens(), total_tokens);
+    round_->Contribution(params_.span(), weight, grads_.span());
+    RETURN_IF_ERROR(reducer_->BeginStep(step_, grads_.span()));
+    reducer_->OnGradReady(0);
+    StepTotals totals;
+    totals.tokens = round_->round_tokens();
+    // --ckpt-minutes: the same vote as a per-step ring's, carried by the outer exchange,
+    // so every peer checkpoints after the same round whatever the clocks.
+    totals.checkpoint_vote = CheckpointTimeDue();
+    RETURN_IF_ERROR(reducer_->Finish(&totals));
+    checkpoint_agreed_ = totals.checkpoint_vote;
+    FinishBackgroundCheckpoint();
+    const sync::OuterStepFigures f = round_->Apply(grads_.span(), params_.span());
+    outer_ms = outer_watch.ElapsedMs();
+    outer_bytes = static_cast<int64_t>(reducer_->bytes_sent() - bytes_before);
+    pseudo_grad_norm = f.pseudo_grad_norm;
+  }
+
+  ++step_;
+  const uint64_t hash = ParamHash(params_.span());
+  m.step = step_;
+  m.tokens = step_ * static_cast<int64_t>(sampler_->slots()) * T;
+  tokens_seen_ = m.tokens;
+  m.step_ms = step_watch.ElapsedMs();
+  m.tokens_per_s = m.step_ms > 0 ? sampler_->slots() * T / (m.step_ms * 1e-3) : 0;
+  m.compute_ms = inner_ms;
+  m.comm_ms = std::max(0.0, outer_ms);
+  m.rss_mb = ResidentMb();
+  m.bytes_sent = std::max<int64_t>(0, outer_bytes);
+  m.peers = reducer_->peers();
+  m.rank = reducer_->rank();
+  m.epoch = reducer_->epoch();
+  m.leader = reducer_->leader();
+  m.param_hash = ParamHashHex(hash);
+  m.outer_step = OuterStepsAt(step_);
+  m.outer_ms = outer_ms;
+  m.outer_bytes = outer_bytes;
+  m.pseudo_grad_norm = pseudo_grad_norm;
+  if (round_end) {
+    const std::string line = absl::StrFormat(
+        "outer step %d at step %d: pseudo-gradient norm %.4g, %.1f ms, %d bytes sent", m.outer_step,
+        step_, pseudo_grad_norm, outer_ms, outer_bytes);
+    LogInfo("%s", line);
+    // One event per outer step for the status pages and --events (from ring position 0
+    // only: every peer saw the same step).
+    if (board_ && reducer_->rank() == 0) {
+      observe::ClusterEvent e;
+      e.kind = "outer_step";
+      e.epoch = reducer_->epoch();
+      e.step = step_;
+      e.message = line;
+      board_->Record(std::move(e));
+    }
+  }
+  // Replicas agree only at a round's end: the hashes are compared there (and the
+  // reducer hears of every applied step, inner ones too, for its step count).
+  const absl::Status check = round_end ? reducer_->CheckParamHash(step_, hash) : absl::OkStatus();
+  reducer_->StepCompleted(step_);
+  return check;
+}
+
+}  // namespace rt::train

@@ -1,0 +1,114 @@
+// RoundSync's outer step and schedule (sync/round_sync.h): the Nesterov formula against
+// a double-precision reference, outer lr 1 without momentum as exact parameter
+// averaging (also for values that cross zero), the lossy path's pseudo-gradients, and
+// the round boundaries.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "sync/round_sync.h"
+
+namespace {
+
+using rt::sync::RoundSync;
+using rt::sync::RoundSyncOptions;
+
+RoundSyncOptions Options(float lr, float mu, const char* codec) {
+  RoundSyncOptions o;
+  o.every = 5;
+  o.outer_lr = lr;
+  o.outer_momentum = mu;
+  o.codec = *rt::collective::ParseCodecSpec(codec);
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("outer lr 1, momentum 0, one peer: the next round starts from the local bits") {
+  // Values that cross zero and differ from the round start by far more than a factor 2,
+  // where start - (start - local) is not local in fp32.
+  const std::vector<float> start = {1.0f, -3e-8f, 0.1f, 1e-3f, -2.5f, 7.0f, 0.0f, -0.0f};
+  const std::vector<float> local = {1.0000001f, 2e-9f, -0.3f, 1.7e-3f, 3.25f, 7.0f, -0.0f, 1e-30f};
+  bool sterbenz_fails = false;
+  for (size_t i = 0; i < start.size(); ++i) {
+    sterbenz_fails |= start[i] - (start[i] - local[i]) != local[i];
+  }
+  CHECK(sterbenz_fails);  // the naive formulation would not be exact here
+  RoundSync r(Options(1.0f, 0.0f, "none"), start.size());
+  r.BeginRound(start);
+  std::vector<float> params = local, sum(start.size());
+  r.Contribution(params, RoundSync::Weight(40, 40), absl::MakeSpan(sum));
+  r.Apply(sum, absl::MakeSpan(params));
+  for (size_t i = 0; i < start.size(); ++i) {
+    CHECK(std::signbit(params[i]) == std::signbit(local[i]));
+    CHECK(params[i] == local[i]);
+    CHECK(r.start()[i] == local[i]);
+  }
+}
+
+TEST_CASE("the outer Nesterov step matches a double reference over three rounds") {
+  std::mt19937 gen(3);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  const size_t n = 257;
+  for (const char* codec : {"none", "bf16"}) {
+    INFO(codec);
+    RoundSync r(Options(0.7f, 0.9f, codec), n);
+    std::vector<float> params(n);
+    for (float& p : params) p = d(gen);
+    r.BeginRound(params);
+    std::vector<double> ref_start(params.begin(), params.end()), ref_buf(n, 0.0);
+    for (int round = 0; round < 3; ++round) {
+      // Two peers' locals (weights 0.25 and 0.75), summed as a ring would.
+      std::vector<float> a(n), b(n), ca(n), cb(n), sum(n);
+      for (size_t i = 0; i < n; ++i) {
+        a[i] = params[i] + 0.01f * d(gen);
+        b[i] = params[i] + 0.01f * d(gen);
+      }
+      r.Contribution(a, 0.25f, absl::MakeSpan(ca));
+      r.Contribution(b, 0.75f, absl::MakeSpan(cb));
+      for (size_t i = 0; i < n; ++i) sum[i] = ca[i] + cb[i];
+      const double norm = r.Apply(sum, absl::MakeSpan(params)).pseudo_grad_norm;
+      double ref_norm = 0;
+      for (size_t i = 0; i < n; ++i) {
+        const double delta = ref_start[i] - (0.25 * a[i] + 0.75 * b[i]);
+        ref_norm += delta * delta;
+        ref_buf[i] = 0.9 * ref_buf[i] + delta;
+        ref_start[i] -= 0.7 * (delta + 0.9 * ref_buf[i]);
+        CHECK(params[i] == doctest::Approx(ref_start[i]).epsilon(1e-5));
+        CHECK(r.momentum()[i] == doctest::Approx(ref_buf[i]).epsilon(1e-3).scale(1e-4));
+        CHECK(r.start()[i] == params[i]);
+        ref_start[i] = params[i];  // continue from the fp32 state (errors do not compound)
+      }
+      CHECK(norm == doctest::Approx(std::sqrt(ref_norm)).epsilon(1e-4));
+    }
+  }
+}
+
+TEST_CASE("weights: token shares, exactly 1 alone, 0 without tokens") {
+  CHECK(RoundSync::Weight(7, 7) == 1.0f);
+  CHECK(RoundSync::Weight(0, 0) == 0.0f);
+  CHECK(RoundSync::Weight(1, 4) == 0.25f);
+}
+
+TEST_CASE("round ends every H steps and at the run's last step, due intervals inside a round") {
+  CHECK(rt::sync::IsRoundEnd(5, 12, 5));
+  CHECK(!rt::sync::IsRoundEnd(6, 12, 5));
+  CHECK(rt::sync::IsRoundEnd(12, 12, 5));
+  CHECK(rt::sync::DueInRound(5, 10, 7));  // 7 lies in (5, 10]
+  CHECK(!rt::sync::DueInRound(7, 10, 7));
+  CHECK(rt::sync::DueInRound(0, 5, 5));
+  CHECK(!rt::sync::DueInRound(0, 5, 0));
+}
+
+TEST_CASE("options are validated with the flag's name") {
+  RoundSyncOptions o = Options(0.7f, 0.9f, "none");
+  CHECK(o.Validate().ok());
+  o.every = -1;
+  CHECK(std::string(o.Validate().message()).find("--outer-every") != std::string::npos);
+  o = Options(0.0f, 0.9f, "none");
+  CHECK(std::string(o.Validate().message()).find("--outer-lr") != std::string::npos);
+  o = Options(0.7f, 1.0f, "none");
+  CHECK(std::string(o.Validate().message()).find("--outer-momentum") != std::string::npos);
+}
