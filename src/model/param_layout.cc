@@ -66,8 +66,10 @@ ParamLayout::ParamLayout(const GptConfig& config) {
   lm_head_ = llama && config.untied ? add("lm_head", {V, C}, true, -1) : wte_;
   total_ = at;
   flop_params_ = 0;
+  // An untied model's wte is only gathered from (its LM head is lm_head): no matmul.
   for (const TensorView& t : tensors_) {
-    if (t.name != "wpe") flop_params_ += t.count;
+    const bool gathered_only = t.name == "wpe" || (t.name == "wte" && lm_head_ != wte_);
+    if (!gathered_only) flop_params_ += t.count;
   }
 }
 

@@ -54,8 +54,9 @@ class ParamLayout {
   size_t block_begin(int layer) const {
     return blocks_begin_ + static_cast<size_t>(layer) * block_.size;
   }
-  // N in "6N FLOPs per token": all parameters except the position embedding wpe.
-  // (A tied LM head counts once, as wte: its matmul is in 6N, its gather is not.)
+  // N in "6N FLOPs per token": the parameters of matmuls, i.e. all but the tables that
+  // are only gathered from: the position embedding wpe, and wte when the LM head is
+  // untied (a tied wte counts once, for the LM head's matmul).
   size_t flop_params() const { return flop_params_; }
   // [begin, end) float ranges that get weight decay (for AdamW), in layout order.
   std::vector<std::pair<size_t, size_t>> DecayRanges() const;

@@ -3,7 +3,8 @@
 // Sections (flat fp32 buffers in ParamLayout order, little-endian):
 //   params, adam_m, adam_v         total_floats() floats each
 //   tokenizer.model                the SentencePiece model of the data, if it had one
-// Meta fields (strings): model.{vocab,layers,heads,dim,seq_len} (the shape),
+// Meta fields (strings): model.{vocab,layers,heads,dim,seq_len} (the shape), model.arch
+//   (gpt2 when absent: older checkpoints) and for llama model.{rope_theta,ffn_dim,untied},
 //   model.precision, optim.{lr,min_lr,warmup,weight_decay,clip,beta1,beta2,eps,steps},
 //   train.{seed,batch,accum,slots}, data.fingerprint, data.eot_id, format "ringtrain-train-1",
 //   and data.license when the data manifest records one (read by `export`).

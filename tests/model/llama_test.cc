@@ -94,6 +94,8 @@ TEST_CASE("llama layout: no biases, no positions, fused gate|up, lm_head only wh
   CHECK(u.lm_head() != u.wte());
   CHECK(u.lm_head() >= u.lnf_w() + 12);
   CHECK(u.total_floats() == l.total_floats() + 608);  // V*C = 600, rounded up to 16
+  // Untied: wte is only gathered from, the LM head's matmul is lm_head's.
+  CHECK(u.flop_params() == l.flop_params());
 }
 
 // Forward against the double reference, every gradient against its central differences.
