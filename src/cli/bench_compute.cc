@@ -82,6 +82,7 @@ int RunBenchCompute(const std::vector<std::string>& positional) {
   config.dim = absl::GetFlag(FLAGS_dim);
   config.seq_len = absl::GetFlag(FLAGS_seq_len);
   config.vocab_size = absl::GetFlag(FLAGS_vocab);
+  if (absl::Status s = ApplyArchFlags(&config); !s.ok()) return Fail(std::string(s.message()));
   if (absl::Status s = config.Validate(); !s.ok()) return Fail(std::string(s.message()));
   const int batch = absl::GetFlag(FLAGS_batch), accum = absl::GetFlag(FLAGS_accum);
   const int warmup = absl::GetFlag(FLAGS_warmup_steps);
@@ -174,6 +175,9 @@ int RunBenchCompute(const std::vector<std::string>& positional) {
   const double tokens_per_s = tokens_per_step * steps / seconds;
   const double achieved = tokens_per_s * flops_per_token * 1e-9;
   const double mfu = achieved / peak;
+  // 6N counts every matmul weight (llama: SwiGLU's three matrices, an untied LM head),
+  // plus 12 L T C for the attention's two T x T products; norms, RoPE, GELU/SwiGLU's
+  // element-wise work are not counted (as PaLM and nanoGPT do).
   // MFU as PaLM and nanoGPT count it (above) takes attention as a full T x T product.
   // Only the causal half is needed, and the model computes little more than that
   // (model/causal_attention.h), so the stricter figure is printed too: attention at
@@ -240,16 +244,18 @@ int RunBenchCompute(const std::vector<std::string>& positional) {
                 100.0 * (mean_ms - (sum + optim_ms) / steps) / mean_ms);
   }
   std::printf(
-      "{\"bench\":\"compute\",\"precision\":\"%s\",\"threads\":%d,\"layers\":%d,\"heads\":%d,"
+      "{\"bench\":\"compute\",\"arch\":\"%s\",\"ffn_dim\":%d,\"precision\":\"%s\","
+      "\"threads\":%d,\"layers\":%d,\"heads\":%d,"
       "\"dim\":%d,\"seq_len\":%d,\"batch\":%d,\"accum\":%d,\"vocab\":%d,\"recompute\":%s,"
       "\"params\":%zu,\"steps\":%d,\"step_ms\":%.3f,\"tokens_per_s\":%.2f,"
       "\"achieved_gflops\":%.2f,\"peak_gflops\":%.2f,\"peak_fp32_gflops\":%.2f,"
       "\"peak_bf16_gflops\":%.2f,\"isa\":\"%s\",\"bf16\":\"%s\",\"mfu\":%.4f,\"mfu_causal\":%.4f,"
       "\"activation_mb\":%.1f,\"peak_rss_mb\":%.1f}\n",
-      model::PrecisionName(*precision), threads, config.n_layers, config.n_heads, config.dim, T,
-      batch, accum, config.vocab_size, recompute ? "true" : "false", n_params, steps, mean_ms,
-      tokens_per_s, achieved, peak, peak_fp32, peak_bf16, isa.c_str(),
-      model::Bf16SupportName(peaks.bf16_support), mfu, mfu_causal, activation_mb, rss);
+      model::ArchName(config.arch), config.Hidden(), model::PrecisionName(*precision), threads,
+      config.n_layers, config.n_heads, config.dim, T, batch, accum, config.vocab_size,
+      recompute ? "true" : "false", n_params, steps, mean_ms, tokens_per_s, achieved, peak,
+      peak_fp32, peak_bf16, isa.c_str(), model::Bf16SupportName(peaks.bf16_support), mfu,
+      mfu_causal, activation_mb, rss);
   return 0;
 }
 

@@ -34,6 +34,14 @@ ABSL_FLAG(std::string, precision, "auto",
           "(bf16 where the CPU has AVX-512-BF16 or AMX)");
 ABSL_FLAG(bool, recompute, false, "Recompute each block's activations in backward to save memory");
 ABSL_FLAG(int, threads, 0, "Compute threads (0 = all cores)");
+ABSL_FLAG(std::string, arch, "gpt2",
+          "Block design: gpt2 (LayerNorm, learned positions, GELU MLP, biases) or llama "
+          "(RMSNorm, rotary embeddings, SwiGLU MLP, no biases)");
+ABSL_FLAG(double, rope_theta, 10000, "--arch llama: base of the rotary embeddings' angles");
+ABSL_FLAG(int, ffn_dim, 0,
+          "--arch llama: SwiGLU hidden size (0 = 8/3 * --dim rounded up to a multiple of 64)");
+ABSL_FLAG(bool, untied, false,
+          "--arch llama: a separate LM head matrix instead of the input embedding's");
 
 ABSL_FLAG(double, lr, 6e-4, "Peak learning rate");
 ABSL_FLAG(double, min_lr, 6e-5, "Learning rate at the end of the cosine decay");
@@ -116,8 +124,40 @@ constexpr int kMinDefaultTopKWarmup = 75;
 namespace rt::cli {
 
 std::vector<std::string> ModelFlagNames() {
-  return {"layers", "heads",     "dim",       "seq_len", "batch",
-          "accum",  "precision", "recompute", "threads"};
+  return {"layers",    "heads",   "dim",  "seq_len",    "batch",   "accum", "precision",
+          "recompute", "threads", "arch", "rope_theta", "ffn_dim", "untied"};
+}
+
+absl::Status ApplyArchFlags(model::GptConfig* config) {
+  absl::StatusOr<model::Arch> arch = model::ParseArch(absl::GetFlag(FLAGS_arch));
+  if (!arch.ok())
+    return absl::InvalidArgumentError(absl::StrCat("--arch: ", arch.status().message()));
+  const double theta = absl::GetFlag(FLAGS_rope_theta);
+  const int ffn_dim = absl::GetFlag(FLAGS_ffn_dim);
+  const bool untied = absl::GetFlag(FLAGS_untied);
+  if (*arch == model::Arch::kGpt2) {
+    const char* llama_only = theta != 10000 ? "--rope-theta"
+                             : ffn_dim != 0 ? "--ffn-dim"
+                             : untied       ? "--untied"
+                                            : nullptr;
+    if (llama_only != nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(llama_only, " applies to --arch llama only (this run is --arch gpt2)"));
+    }
+  }
+  if (!std::isfinite(theta) || !(theta > 1) || theta > 1e12) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--rope-theta must be in (1, 1e12], got %g", theta));
+  }
+  if (ffn_dim < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--ffn-dim must be positive (0 = default), got %d", ffn_dim));
+  }
+  config->arch = *arch;
+  config->rope_theta = static_cast<float>(theta);
+  config->ffn_dim = ffn_dim;
+  config->untied = untied;
+  return absl::OkStatus();
 }
 std::vector<std::string> OptimizerFlagNames() {
   return {"lr", "min_lr", "warmup", "weight_decay", "clip", "steps", "seed"};

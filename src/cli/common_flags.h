@@ -7,6 +7,7 @@
 
 #include "absl/flags/declare.h"
 #include "absl/status/statusor.h"
+#include "model/gpt_config.h"
 #include "net/ring_setup.h"
 #include "sync/round_sync.h"
 #include "train/ring_gradient_reducer.h"
@@ -22,6 +23,10 @@ ABSL_DECLARE_FLAG(int, vocab);
 ABSL_DECLARE_FLAG(std::string, precision);
 ABSL_DECLARE_FLAG(bool, recompute);
 ABSL_DECLARE_FLAG(int, threads);
+ABSL_DECLARE_FLAG(std::string, arch);
+ABSL_DECLARE_FLAG(double, rope_theta);
+ABSL_DECLARE_FLAG(int, ffn_dim);
+ABSL_DECLARE_FLAG(bool, untied);
 
 // Optimizer (train, bench).
 ABSL_DECLARE_FLAG(double, lr);
@@ -65,8 +70,9 @@ ABSL_DECLARE_FLAG(std::string, outer_compress);
 namespace rt::cli {
 
 // Flag-name groups for Subcommand::flags.
-std::vector<std::string>
-ModelFlagNames();  // layers heads dim seq_len batch accum precision recompute threads
+// layers heads dim seq_len batch accum precision recompute threads arch rope_theta ffn_dim
+// untied
+std::vector<std::string> ModelFlagNames();
 std::vector<std::string> OptimizerFlagNames();  // lr min_lr warmup weight_decay clip steps seed
 std::vector<std::string>
 RingFlagNames();  // hosts self rank wait secret_file encrypt compress zstd_level bucket_mb
@@ -98,6 +104,11 @@ absl::StatusOr<size_t> BucketBytesFromFlag();
 // The ring flags (--hosts --self --rank --secret-file --wait) as a RingSetup for
 // `cluster_id`; the caller adds the fingerprint. Error if --wait is not positive.
 absl::StatusOr<net::RingSetup> RingSetupFromFlags(const std::string& cluster_id);
+
+// --arch gpt2|llama and, for llama, --rope-theta --ffn-dim --untied into `config`
+// (its shape flags are the caller's). Errors name the flag: an unknown arch, a llama
+// flag given with --arch gpt2. The caller validates the whole config afterwards.
+absl::Status ApplyArchFlags(model::GptConfig* config);
 
 // Applies --threads (0 = all cores) to OpenMP and returns the count used.
 int ApplyThreadsFlag();

@@ -26,7 +26,7 @@ ABSL_FLAG(std::string, dtype, "",
           "export: f32, f16 or bf16 weights (default: f16 for gguf, f32 for safetensors)");
 ABSL_FLAG(bool, force, false, "export: replace an existing --out (an earlier export only)");
 ABSL_FLAG(std::string, name, "",
-          "export: model name stored in the file (default ringtrain-gpt2-LAYERSxDIM-stepN)");
+          "export: model name stored in the file (default ringtrain-ARCH-LAYERSxDIM-stepN)");
 
 namespace rt::cli {
 namespace {
@@ -79,8 +79,8 @@ absl::Status Export() {
   source.data_license = FieldString(m.fields, "data.license");
   source.name = absl::GetFlag(FLAGS_name);
   if (source.name.empty()) {
-    source.name =
-        absl::StrFormat("ringtrain-gpt2-%dx%d-step%d", m.config.n_layers, m.config.dim, m.step);
+    source.name = absl::StrFormat("ringtrain-%s-%dx%d-step%d", model::ArchName(m.config.arch),
+                                  m.config.n_layers, m.config.dim, m.step);
   }
   absl::StatusOr<exporter::PreparedModel> prepared = exporter::PrepareModel(source, dtype);
   if (!prepared.ok()) {
@@ -109,8 +109,11 @@ absl::Status Export() {
   }
   std::printf("exported checkpoint %s (step %lld, %s)\n", m.path.c_str(),
               static_cast<long long>(m.step), m.config.ToString().c_str());
-  std::printf("wrote %s: %s, %s weights, %.1f MB in %.1f s\n", staged.final_path().c_str(),
-              gguf ? "GGUF (llama.cpp gpt2)" : "Hugging Face GPT2LMHeadModel (safetensors)",
+  const bool llama = m.config.arch == model::Arch::kLlama;
+  const char* what = gguf    ? (llama ? "GGUF (llama.cpp llama)" : "GGUF (llama.cpp gpt2)")
+                     : llama ? "Hugging Face LlamaForCausalLM (safetensors)"
+                             : "Hugging Face GPT2LMHeadModel (safetensors)";
+  std::printf("wrote %s: %s, %s weights, %.1f MB in %.1f s\n", staged.final_path().c_str(), what,
               exporter::ExportDtypeName(dtype), bytes / 1e6, seconds);
   return absl::OkStatus();
 }
@@ -137,9 +140,10 @@ const Subcommand& ExportSubcommand() {
       "ringtrain export --ckpt DIR --out PATH --format gguf|safetensors [--dtype f32|f16|bf16]\n"
       "                 [--force] [--name NAME]\n"
       "DIR is a --ckpt-dir (its newest valid checkpoint is used) or one step directory.\n"
-      "gguf: PATH is one file for llama.cpp's gpt2 architecture with the SentencePiece\n"
-      "vocabulary (default f16). safetensors: PATH is a directory for transformers'\n"
-      "GPT2LMHeadModel: model.safetensors, config.json, generation_config.json,\n"
+      "gguf: PATH is one file for llama.cpp's gpt2 (or, for --arch llama models, llama)\n"
+      "architecture with the SentencePiece vocabulary (default f16). safetensors: PATH is a\n"
+      "directory for transformers' GPT2LMHeadModel (LlamaForCausalLM): model.safetensors, "
+      "config.json, generation_config.json,\n"
       "tokenizer.model, tokenizer_config.json, special_tokens_map.json, README.md\n"
       "(default f32). The output is written under a temporary name and renamed when\n"
       "complete; an existing PATH is kept unless --force.",

@@ -124,6 +124,10 @@ int RunPlan(const std::vector<std::string>& positional) {
   in.config.dim = absl::GetFlag(FLAGS_dim);
   in.config.seq_len = absl::GetFlag(FLAGS_seq_len);
   in.config.vocab_size = absl::GetFlag(FLAGS_vocab);
+  if (absl::Status s = ApplyArchFlags(&in.config); !s.ok()) {
+    std::fprintf(stderr, "ringtrain plan: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
   auto precision = model::ParsePrecision(absl::GetFlag(FLAGS_precision));
   if (!precision.ok()) {
     std::fprintf(stderr, "ringtrain plan: %s\n", std::string(precision.status().message()).c_str());

@@ -358,6 +358,10 @@ int RunTrain(const std::vector<std::string>& positional) {
   c.model.n_heads = absl::GetFlag(FLAGS_heads);
   c.model.dim = absl::GetFlag(FLAGS_dim);
   c.model.seq_len = absl::GetFlag(FLAGS_seq_len);
+  if (absl::Status s = ApplyArchFlags(&c.model); !s.ok()) {
+    std::fprintf(stderr, "ringtrain train: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
   absl::StatusOr<model::Precision> precision =
       model::ParsePrecision(absl::GetFlag(FLAGS_precision));
   if (!precision.ok()) {

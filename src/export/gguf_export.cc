@@ -1,5 +1,8 @@
-// GGUF writer for the gpt2 architecture (see header for tensors and keys).
+// GGUF writer for the gpt2 and llama architectures (see header for tensors and keys).
 #include "export/gguf_export.h"
+
+#include <memory>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -12,12 +15,13 @@ namespace {
 void AddHyperparameters(const PreparedModel& m, ExportDtype dtype, GgufWriter* g) {
   const ModelSource& s = *m.source;
   const model::GptConfig& c = s.config;
-  g->AddString("general.architecture", "gpt2");
+  const bool llama = c.arch == model::Arch::kLlama;
+  g->AddString("general.architecture", llama ? "llama" : "gpt2");
   g->AddString("general.type", "model");
   g->AddString("general.name", s.name);
   std::string description = absl::StrFormat(
-      "GPT-2 (%d layers, width %d, %d heads, context %d) trained with ringtrain for %d steps",
-      c.n_layers, c.dim, c.n_heads, c.seq_len, s.step);
+      "%s (%d layers, width %d, %d heads, context %d) trained with ringtrain for %d steps",
+      llama ? "Llama-style" : "GPT-2", c.n_layers, c.dim, c.n_heads, c.seq_len, s.step);
   if (s.tokens_trained > 0) absl::StrAppend(&description, " (", s.tokens_trained, " tokens)");
   if (!s.data_license.empty()) {
     absl::StrAppend(&description, " on data licensed ", s.data_license);
@@ -25,6 +29,20 @@ void AddHyperparameters(const PreparedModel& m, ExportDtype dtype, GgufWriter* g
   g->AddString("general.description", description);
   const uint32_t file_type = dtype == ExportDtype::kF32 ? 0 : dtype == ExportDtype::kF16 ? 1 : 32;
   g->AddUint32("general.file_type", file_type);
+  if (llama) {
+    const uint32_t hs = static_cast<uint32_t>(c.dim / c.n_heads);
+    g->AddUint32("llama.context_length", static_cast<uint32_t>(c.seq_len));
+    g->AddUint32("llama.embedding_length", static_cast<uint32_t>(c.dim));
+    g->AddUint32("llama.feed_forward_length", static_cast<uint32_t>(c.Hidden()));
+    g->AddUint32("llama.block_count", static_cast<uint32_t>(c.n_layers));
+    g->AddUint32("llama.attention.head_count", static_cast<uint32_t>(c.n_heads));
+    g->AddUint32("llama.attention.head_count_kv", static_cast<uint32_t>(c.n_heads));
+    g->AddFloat32("llama.rope.freq_base", c.rope_theta);
+    g->AddUint32("llama.rope.dimension_count", hs);
+    g->AddFloat32("llama.attention.layer_norm_rms_epsilon", model::kRmsNormEpsilon);
+    g->AddUint32("llama.vocab_size", static_cast<uint32_t>(c.vocab_size));
+    return;
+  }
   g->AddUint32("gpt2.context_length", static_cast<uint32_t>(c.seq_len));
   g->AddUint32("gpt2.embedding_length", static_cast<uint32_t>(c.dim));
   g->AddUint32("gpt2.feed_forward_length", static_cast<uint32_t>(4 * c.dim));
@@ -91,6 +109,34 @@ void AddTensors(const PreparedModel& m, ExportDtype dtype, GgufWriter* g) {
     add(name, {n}, GgmlType::kF32, ExportDtype::kF32, offset);
   };
   const model::ParamLayout& L = m.layout;
+  if (c.arch == model::Arch::kLlama) {
+    // q and k rows in llama.cpp's interleaved RoPE order (model_source.h).
+    const int64_t NH = c.n_heads, hs = C / NH, H = c.Hidden();
+    auto rope_matrix = [&](const std::string& name, size_t offset) {
+      auto values = std::make_shared<std::vector<float>>(
+          InterleaveRopeRows(m.Tensor(offset, static_cast<size_t>(C * C)), NH, hs, C));
+      g->AddTensor(name, {C, C}, matrix_type,
+                   [values, dtype](std::string* out) { AppendEncoded(*values, dtype, out); });
+    };
+    matrix("token_embd.weight", C, V, L.wte());
+    const model::BlockOffsets& o = L.block();
+    for (int l = 0; l < c.n_layers; ++l) {
+      const size_t b = L.block_begin(l);
+      const std::string p = absl::StrCat("blk.", l, ".");
+      vector(p + "attn_norm.weight", C, b + o.ln1_w);
+      rope_matrix(p + "attn_q.weight", b + o.qkv_w);
+      rope_matrix(p + "attn_k.weight", b + o.qkv_w + C * C);
+      matrix(p + "attn_v.weight", C, C, b + o.qkv_w + 2 * C * C);
+      matrix(p + "attn_output.weight", C, C, b + o.attproj_w);
+      vector(p + "ffn_norm.weight", C, b + o.ln2_w);
+      matrix(p + "ffn_gate.weight", C, H, b + o.fc_w);
+      matrix(p + "ffn_up.weight", C, H, b + o.fc_w + H * C);
+      matrix(p + "ffn_down.weight", H, C, b + o.fcproj_w);
+    }
+    vector("output_norm.weight", C, L.lnf_w());
+    if (c.untied) matrix("output.weight", C, V, L.lm_head());
+    return;
+  }
   matrix("token_embd.weight", C, V, L.wte());
   matrix("position_embd.weight", C, T, L.wpe());
   const model::BlockOffsets& o = L.block();

@@ -1,6 +1,19 @@
-// Export to one GGUF file for llama.cpp's `gpt2` architecture (llama.cpp, ollama,
-// LM Studio and everything built on ggml load it).
+// Export to one GGUF file for llama.cpp's `gpt2` architecture (--arch gpt2) or its
+// `llama` architecture (--arch llama); llama.cpp, ollama, LM Studio and everything
+// built on ggml load them.
 //
+// llama: token_embd.weight {C, V}; blk.N.attn_norm.weight {C}; blk.N.attn_{q,k,v,
+// output}.weight {C, C} with q and k rows permuted to llama.cpp's interleaved RoPE
+// pairs (export/model_source.h InterleaveRopeRows: ringtrain turns half-split pairs,
+// as Hugging Face does); blk.N.ffn_norm.weight {C}; blk.N.ffn_{gate,up}.weight {C, F},
+// blk.N.ffn_down.weight {F, C}; output_norm.weight {C}; output.weight {C, V} only when
+// untied (else llama.cpp ties it to token_embd). Keys llama.{context_length,
+// embedding_length, feed_forward_length, block_count, attention.head_count,
+// attention.head_count_kv (= head_count), rope.freq_base, rope.dimension_count (= head
+// size), attention.layer_norm_rms_epsilon, vocab_size}; the vocabulary and training
+// facts as below.
+//
+// gpt2:
 // Tensors (GGUF dims are innermost first, so ringtrain's row-major (out, in) matrices
 // go in unchanged as {in, out}):
 //   token_embd.weight {C, V}   position_embd.weight {C, T}

@@ -1,4 +1,4 @@
-// Hugging Face GPT-2 directory writer (see header for the files and their layout).
+// Hugging Face GPT-2 or Llama directory writer (see header for the files and their layout).
 #include "export/hf_export.h"
 
 #include "absl/strings/str_cat.h"
@@ -44,6 +44,29 @@ void AddWeights(const PreparedModel& m, ExportDtype dtype, SafetensorsWriter* w)
                  });
   };
   const model::ParamLayout& L = m.layout;
+  if (c.arch == model::Arch::kLlama) {
+    // nn.Linear weights are (out, in) like ringtrain's, and q/k rows are already in
+    // Hugging Face's half-split RoPE order: every tensor goes in as it is.
+    const int64_t H = c.Hidden();
+    plain("model.embed_tokens.weight", {V, C}, L.wte());
+    const model::BlockOffsets& o = L.block();
+    for (int l = 0; l < c.n_layers; ++l) {
+      const size_t b = L.block_begin(l);
+      const std::string p = absl::StrCat("model.layers.", l, ".");
+      plain(p + "input_layernorm.weight", {C}, b + o.ln1_w);
+      plain(p + "self_attn.q_proj.weight", {C, C}, b + o.qkv_w);
+      plain(p + "self_attn.k_proj.weight", {C, C}, b + o.qkv_w + C * C);
+      plain(p + "self_attn.v_proj.weight", {C, C}, b + o.qkv_w + 2 * C * C);
+      plain(p + "self_attn.o_proj.weight", {C, C}, b + o.attproj_w);
+      plain(p + "post_attention_layernorm.weight", {C}, b + o.ln2_w);
+      plain(p + "mlp.gate_proj.weight", {H, C}, b + o.fc_w);
+      plain(p + "mlp.up_proj.weight", {H, C}, b + o.fc_w + H * C);
+      plain(p + "mlp.down_proj.weight", {C, H}, b + o.fcproj_w);
+    }
+    plain("model.norm.weight", {C}, L.lnf_w());
+    if (c.untied) plain("lm_head.weight", {V, C}, L.lm_head());
+    return;
+  }
   plain("transformer.wte.weight", {V, C}, L.wte());
   plain("transformer.wpe.weight", {T, C}, L.wpe());
   const model::BlockOffsets& o = L.block();
@@ -83,6 +106,22 @@ std::string ConfigJson(const PreparedModel& m, ExportDtype dtype) {
   const model::GptConfig& c = m.source->config;
   const int eot = m.source->eot_id;
   const std::string eot_json = eot >= 0 ? absl::StrCat(eot) : "null";
+  if (c.arch == model::Arch::kLlama) {
+    return absl::StrCat(
+        "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n",
+        "  \"vocab_size\": ", c.vocab_size, ",\n  \"hidden_size\": ", c.dim,
+        ",\n  \"intermediate_size\": ", c.Hidden(), ",\n  \"num_hidden_layers\": ", c.n_layers,
+        ",\n  \"num_attention_heads\": ", c.n_heads, ",\n  \"num_key_value_heads\": ", c.n_heads,
+        ",\n  \"head_dim\": ", c.dim / c.n_heads, ",\n  \"max_position_embeddings\": ", c.seq_len,
+        ",\n  \"hidden_act\": \"silu\",\n  \"rms_norm_eps\": ", JsonNumber(model::kRmsNormEpsilon),
+        ",\n  \"rope_theta\": ", JsonNumber(c.rope_theta),
+        ",\n  \"attention_bias\": false,\n  \"mlp_bias\": false,\n"
+        "  \"attention_dropout\": 0.0,\n  \"initializer_range\": 0.02,\n"
+        "  \"tie_word_embeddings\": ",
+        c.untied ? "false" : "true", ",\n  \"use_cache\": true,\n  \"bos_token_id\": ", eot_json,
+        ",\n  \"eos_token_id\": ", eot_json, ",\n  \"torch_dtype\": \"", TorchDtype(dtype),
+        "\"\n}\n");
+  }
   return absl::StrCat(
       "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n",
       "  \"vocab_size\": ", c.vocab_size, ",\n  \"n_positions\": ", c.seq_len,
@@ -133,6 +172,25 @@ std::string ModelCard(const PreparedModel& m, ExportDtype dtype) {
   const model::GptConfig& c = s.config;
   std::string trained = absl::StrCat(s.step, " optimizer steps");
   if (s.tokens_trained > 0) absl::StrAppend(&trained, ", ", s.tokens_trained, " tokens");
+  if (c.arch == model::Arch::kLlama) {
+    return absl::StrCat(
+        "---\nlibrary_name: transformers\ntags:\n- llama\n- ringtrain\n---\n\n# ", s.name, "\n\n",
+        absl::StrFormat("A Llama-style model (RMSNorm, rotary embeddings, SwiGLU MLP of %d; %d "
+                        "layers, %d heads, width %d, trained on contexts of %d tokens, vocabulary "
+                        "%d, %s LM head) trained with ringtrain: %s. Weights in %s.\n\n",
+                        c.Hidden(), c.n_layers, c.n_heads, c.dim, c.seq_len, c.vocab_size,
+                        c.untied ? "untied" : "tied", trained, ExportDtypeName(dtype)),
+        "Training data licence: ",
+        s.data_license.empty() ? "not recorded by `ringtrain prepare`" : s.data_license,
+        ".\n\n"
+        "The tokenizer is a SentencePiece model (`tokenizer.model`, loaded by `LlamaTokenizer` in\n"
+        "legacy mode: no BOS, no prefix space).\n\n```python\n"
+        "from transformers import LlamaForCausalLM, LlamaTokenizer\n"
+        "tok = LlamaTokenizer.from_pretrained(\"DIR\")  # needs the sentencepiece package\n"
+        "model = LlamaForCausalLM.from_pretrained(\"DIR\")\n"
+        "ids = tok(\"Việt Nam\", return_tensors=\"pt\").input_ids\n"
+        "print(tok.decode(model.generate(ids, max_new_tokens=40, do_sample=False)[0]))\n```\n");
+  }
   return absl::StrCat(
       "---\nlibrary_name: transformers\ntags:\n- gpt2\n- ringtrain\n---\n\n# ", s.name, "\n\n",
       absl::StrFormat("A GPT-2 (%d layers, %d heads, width %d, context %d tokens, vocabulary %d) "

@@ -1,6 +1,16 @@
-// Export to a Hugging Face model directory: GPT2LMHeadModel weights in safetensors and
-// the files transformers' from_pretrained reads.
+// Export to a Hugging Face model directory: GPT2LMHeadModel (--arch gpt2) or
+// LlamaForCausalLM (--arch llama) weights in safetensors and the files transformers'
+// from_pretrained reads.
 //
+// llama: model.embed_tokens.weight (V,C), model.layers.N.{input_layernorm,
+// post_attention_layernorm}.weight (C), model.layers.N.self_attn.{q,k,v,o}_proj.weight
+// (C,C) (q, k rows in the half-split RoPE order transformers rotates, ringtrain's own),
+// model.layers.N.mlp.{gate,up}_proj.weight (F,C), mlp.down_proj.weight (C,F),
+// model.norm.weight (C), lm_head.weight (V,C) only when untied (tie_word_embeddings);
+// config.json a LlamaConfig (silu, rms_norm_eps, rope_theta, no biases). The other
+// files as for gpt2.
+//
+// gpt2:
 //   model.safetensors        transformer.wte.weight (V,C), transformer.wpe.weight (T,C),
 //                            transformer.h.N.{ln_1,ln_2}.{weight,bias} (C),
 //                            transformer.h.N.attn.c_attn.{weight (C,3C), bias (3C)},

@@ -1,6 +1,8 @@
 // Checks of a model before export, and the vocabulary it carries (see header).
 #include "export/model_source.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/status_macros.h"
@@ -84,6 +86,21 @@ std::vector<float> Transposed(absl::Span<const float> m, int64_t rows, int64_t c
     for (int64_t c = 0; c < cols; ++c) t[c * rows + r] = m[r * cols + c];
   }
   return t;
+}
+
+std::vector<float> InterleaveRopeRows(absl::Span<const float> m, int64_t heads, int64_t head_size,
+                                      int64_t cols) {
+  std::vector<float> out(static_cast<size_t>(heads * head_size * cols));
+  const int64_t half = head_size / 2;
+  for (int64_t h = 0; h < heads; ++h) {
+    for (int64_t i = 0; i < half; ++i) {
+      for (int64_t j = 0; j < 2; ++j) {
+        const float* src = m.data() + (h * head_size + j * half + i) * cols;
+        std::copy(src, src + cols, out.data() + (h * head_size + 2 * i + j) * cols);
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace rt::exporter

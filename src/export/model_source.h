@@ -49,4 +49,13 @@ absl::StatusOr<PreparedModel> PrepareModel(const ModelSource& source, ExportDtyp
 // A matrix (rows, cols) row-major -> (cols, rows) row-major.
 std::vector<float> Transposed(absl::Span<const float> m, int64_t rows, int64_t cols);
 
+// The rows of a q or k projection (heads * head_size rows of cols) from ringtrain's
+// (and Hugging Face's) half-split RoPE order, where row i of a head pairs with row
+// i + head_size/2, to the interleaved order llama.cpp's `llama` architecture rotates
+// (rope type "normal": rows 2i and 2i+1 pair): new row 2i + j of a head is old row
+// j * head_size/2 + i. The same permutation as llama.cpp's converter applies to
+// Hugging Face checkpoints (reshape (heads, 2, hs/2, cols), swap axes 1 and 2).
+std::vector<float> InterleaveRopeRows(absl::Span<const float> m, int64_t heads, int64_t head_size,
+                                      int64_t cols);
+
 }  // namespace rt::exporter

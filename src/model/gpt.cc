@@ -1,4 +1,4 @@
-// Gpt: GPT-2 forward/backward over a flat parameter buffer (see gpt.h).
+// Gpt: GPT-2 or llama forward/backward over a flat parameter buffer (see gpt.h).
 //
 // Notation (llm.c): B batch, T sequence length, C channels, NH heads, hs = C/NH head
 // size, V vocabulary, L blocks, M = B*T rows. Weights are (out, in) row-major, so a
@@ -6,8 +6,8 @@
 // gradients (oneDNN sum post-op, or += in our kernels).
 //
 // This file: activation memory, parameter init, embedding, final layer norm, LM head
-// with cross-entropy, the order of a step, and Gpt's interface. The transformer block
-// is gpt_block.cc, GptImpl's declaration gpt_impl.h.
+// with cross-entropy, the order of a step, and Gpt's interface. The transformer blocks
+// are gpt_block.cc and llama_block.cc, GptImpl's declaration gpt_impl.h.
 #include "model/gpt.h"
 
 #include <omp.h>
@@ -48,7 +48,11 @@ float NormalAt(uint64_t seed, uint64_t i) {
 }  // namespace
 
 GptImpl::GptImpl(const GptConfig& c, const GptOptions& o, bool allocate)
-    : cfg(c), layout(c), opt(o), bf16_(o.precision == Precision::kBf16) {
+    : cfg(c),
+      layout(c),
+      opt(o),
+      bf16_(o.precision == Precision::kBf16),
+      llama_(c.arch == Arch::kLlama) {
   mt_ = bf16_ ? MatType::kBf16 : MatType::kF32;
   C_ = c.dim;
   V_ = c.vocab_size;
@@ -56,6 +60,8 @@ GptImpl::GptImpl(const GptConfig& c, const GptOptions& o, bool allocate)
   NH_ = c.n_heads;
   hs_ = C_ / NH_;
   L_ = c.n_layers;
+  H_ = c.Hidden();
+  if (llama_ && allocate) rope_ = RopeTable(Tmax_, hs_, c.rope_theta);
   Mmax_ = static_cast<int64_t>(o.max_batch) * Tmax_;
   attn_block_ = o.attention_block > 0 ? o.attention_block : AttentionBlock(Tmax_);
   // LM-head rows per chunk: logits of about 16M floats (64 MB) exist at a time. The
@@ -69,45 +75,49 @@ GptImpl::GptImpl(const GptConfig& c, const GptOptions& o, bool allocate)
   const size_t M = static_cast<size_t>(Mmax_), C = static_cast<size_t>(C_);
   const size_t A = static_cast<size_t>(o.max_batch) * NH_ * Tmax_ * Tmax_;
   const size_t fp = bf16_ ? 0 : 1, hp = bf16_ ? 1 : 0;  // which matmul-input copies exist
+  const size_t H = static_cast<size_t>(H_);
+  const size_t fc_out = llama_ ? 2 * H : H;  // fc's output: GELU's input, or gate | up
+  const size_t mean = llama_ ? 0 : 1;        // RMSNorm keeps no mean
   Plan plan;
   acts_.resize(o.recompute ? 1 : L_);
   for (BlockActs& a : acts_) {
-    plan.f.insert(plan.f.end(), {{&a.ln1_mean, M},
+    plan.f.insert(plan.f.end(), {{&a.ln1_mean, mean * M},
                                  {&a.ln1_rstd, M},
                                  {&a.ln1_f, fp * M * C},
                                  {&a.qkv, 3 * M * C},
                                  {&a.att, A},
                                  {&a.atty, M * C},
                                  {&a.res2, M * C},
-                                 {&a.ln2_mean, M},
+                                 {&a.ln2_mean, mean * M},
                                  {&a.ln2_rstd, M},
                                  {&a.ln2_f, fp * M * C},
-                                 {&a.fch, 4 * M * C},
-                                 {&a.gelu_f, fp * 4 * M * C}});
+                                 {&a.fch, fc_out * M},
+                                 {&a.gelu_f, fp * H * M}});
     plan.h.insert(plan.h.end(), {{&a.ln1_h, hp * M * C},
                                  {&a.qkv_h, hp * 3 * M * C},
                                  {&a.att_h, hp * A},
                                  {&a.atty_h, hp * M * C},
                                  {&a.ln2_h, hp * M * C},
-                                 {&a.gelu_h, hp * 4 * M * C}});
+                                 {&a.gelu_h, hp * H * M}});
   }
   resid_.resize(L_ + 1);
   for (float*& r : resid_) plan.f.push_back({&r, M * C});
   const size_t R = static_cast<size_t>(lm_rows_) * V_;
-  plan.f.insert(plan.f.end(), {{&lnf_mean_, M},
+  plan.f.insert(plan.f.end(), {{&lnf_mean_, mean * M},
                                {&lnf_rstd_, M},
                                {&lnf_f_, fp * M * C},
                                {&logits_, R},
                                {&dres_, M * C},
                                {&dsmall_, M * C},
-                               {&dbig_, 4 * M * C},
+                               {&dbig_, fc_out * M},
+                               {&dhid_, llama_ ? H * M : 0},
                                {&dqkv_, 3 * M * C},
                                {&datt_, A}});
   plan.h.insert(plan.h.end(), {{&lnf_h_, hp * M * C},
                                {&logits_h_, hp * R},
                                {&dres_h_, hp * M * C},
                                {&dsmall_h_, hp * M * C},
-                               {&dbig_h_, hp * 4 * M * C},
+                               {&dbig_h_, hp * fc_out * M},
                                {&dqkv_h_, hp * 3 * M * C},
                                {&datt_h_, hp * A}});
   Allocate(plan, allocate);
@@ -171,24 +181,29 @@ void GptImpl::PrepareParams(const float* params) {
 
 void GptImpl::Embed(const int32_t* tokens, int B, int T) {
   Timed t(this, kEmbedding);
-  EmbeddingForward(resid_[0], tokens, params_ + layout.wte(), params_ + layout.wpe(), B, T, C_);
+  EmbeddingForward(resid_[0], tokens, params_ + layout.wte(),
+                   llama_ ? nullptr : params_ + layout.wpe(), B, T, C_);
 }
 
 void GptImpl::FinalLayerNorm(const float* x, int64_t rows) {
   Timed t(this, kLayerNorm);
+  if (llama_) {
+    RmsNormForward(lnf_f_, lnf_h_, lnf_rstd_, x, params_ + layout.lnf_w(), rows, C_);
+    return;
+  }
   LayerNormForward(lnf_f_, lnf_h_, lnf_mean_, lnf_rstd_, x, params_ + layout.lnf_w(),
                    params_ + layout.lnf_b(), rows, C_);
 }
 
 double GptImpl::LmHeadLoss(const int32_t* targets, int64_t M, float grad_scale, float* grads) {
   const void* lnf_mm = Mm(lnf_f_, lnf_h_);
-  const void* wte_mm = W(layout.wte());
+  const void* wte_mm = W(layout.lm_head());  // wte itself unless untied
   double loss = 0.0;
   for (int64_t r0 = 0; r0 < M; r0 += lm_rows_) {
     const int64_t rows = std::min(lm_rows_, M - r0);
     const void* x_mm = Offset(lnf_mm, r0 * C_);
     {
-      Timed t(this, kLmHead);  // logits (rows,V) = lnf (rows,C) @ wte (V,C)^T
+      Timed t(this, kLmHead);  // logits (rows,V) = lnf (rows,C) @ lm_head (V,C)^T
       LinearForward(logits_, x_mm, wte_mm, nullptr, rows, C_, V_, false);
     }
     {
@@ -199,9 +214,9 @@ double GptImpl::LmHeadLoss(const int32_t* targets, int64_t M, float grad_scale, 
     if (grads == nullptr) continue;
     Timed t(this, kLmHead);
     const void* dlogits_mm = Mm(logits_, logits_h_);
-    // dlnf rows (rows,C) = dlogits @ wte ; dwte (V,C) += dlogits^T @ lnf rows.
+    // dlnf rows (rows,C) = dlogits @ lm_head ; dlm_head (V,C) += dlogits^T @ lnf rows.
     LinearBackwardInput(dsmall_ + r0 * C_, dlogits_mm, wte_mm, rows, C_, V_);
-    LinearBackwardWeight(grads + layout.wte(), dlogits_mm, x_mm, rows, C_, V_);
+    LinearBackwardWeight(grads + layout.lm_head(), dlogits_mm, x_mm, rows, C_, V_);
   }
   return loss;
 }
@@ -224,8 +239,13 @@ double GptImpl::ForwardBackward(const float* params, const int32_t* tokens, cons
   {
     Timed t(this, kLayerNorm);  // dres = dL/d resid_[L] through the final layer norm
     std::fill(dres_, dres_ + M * C_, 0.0f);
-    LayerNormBackward(dres_, grads + layout.lnf_w(), grads + layout.lnf_b(), dsmall_, resid_[L_],
-                      params_ + layout.lnf_w(), lnf_mean_, lnf_rstd_, M, C_);
+    if (llama_) {
+      RmsNormBackward(dres_, grads + layout.lnf_w(), dsmall_, resid_[L_], params_ + layout.lnf_w(),
+                      lnf_rstd_, M, C_);
+    } else {
+      LayerNormBackward(dres_, grads + layout.lnf_w(), grads + layout.lnf_b(), dsmall_, resid_[L_],
+                        params_ + layout.lnf_w(), lnf_mean_, lnf_rstd_, M, C_);
+    }
   }
   if (grad_ready) grad_ready(layout.block_begin(L_));
   for (int l = L_ - 1; l >= 0; --l) {
@@ -235,7 +255,8 @@ double GptImpl::ForwardBackward(const float* params, const int32_t* tokens, cons
   }
   {
     Timed t(this, kEmbedding);
-    EmbeddingBackward(grads + layout.wte(), grads + layout.wpe(), dres_, tokens, B, T, C_);
+    EmbeddingBackward(grads + layout.wte(), llama_ ? nullptr : grads + layout.wpe(), dres_, tokens,
+                      B, T, C_);
   }
   if (grad_ready) grad_ready(0);
   return loss;
@@ -261,7 +282,7 @@ void GptImpl::LastLogits(const float* params, const int32_t* tokens, int B, int 
   }
   FinalLayerNorm(last_rows_.data(), B);
   Timed t(this, kLmHead);
-  LinearForward(logits, Mm(lnf_f_, lnf_h_), W(layout.wte()), nullptr, B, C_, V_, false);
+  LinearForward(logits, Mm(lnf_f_, lnf_h_), W(layout.lm_head()), nullptr, B, C_, V_, false);
 }
 
 // ---- Gpt ----------------------------------------------------------------------------------

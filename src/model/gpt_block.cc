@@ -1,6 +1,8 @@
-// One transformer block of GptImpl (gpt_impl.h), forward and backward: layer norm,
-// fused qkv, causal attention by blocks (causal_attention.h), projection, MLP with
-// GELU, two residual adds. Every *Backward accumulates into parameter gradients.
+// One GPT-2 transformer block of GptImpl (gpt_impl.h), forward and backward: layer
+// norm, fused qkv, causal attention by blocks (causal_attention.h), projection, MLP with
+// GELU, two residual adds. Every *Backward accumulates into parameter gradients. Also
+// the pieces the llama block (llama_block.cc) shares: a linear layer's backward and the
+// attention's backward.
 #include <cmath>
 
 #include "model/causal_attention.h"
@@ -12,9 +14,12 @@ namespace rt::model {
 void GptImpl::LinearLayerBackward(float* dinp, float* dw, float* db, const float* dout,
                                   bf16_t* dout_h, size_t w_off, const void* inp_mm, int64_t M,
                                   int64_t K, int64_t N) {
-  {
+  if (db != nullptr) {
     Timed t(this, kBiasGrad);  // (and, in bf16 runs, the bf16 copy of dout in the same pass)
     BiasBackward(db, dout, M, N, bf16_ ? dout_h : nullptr);
+  } else if (bf16_) {
+    Timed t(this, kBf16Convert);  // no bias (llama): the bf16 copy alone
+    ToBf16(dout_h, dout, M * N);
   }
   Timed t(this, kLinearBwd);
   const void* dout_mm = Mm(dout, dout_h);
@@ -22,20 +27,35 @@ void GptImpl::LinearLayerBackward(float* dinp, float* dw, float* db, const float
   LinearBackwardWeight(dw, dout_mm, inp_mm, M, K, N);
 }
 
-void GptImpl::BlockForward(int l, int B, int T, const float* x_in, float* x_out, BlockActs& a) {
+void GptImpl::AttentionBackward(int B, int T, BlockActs& a) {
   const int64_t M = static_cast<int64_t>(B) * T, C = C_, NH = NH_, hs = hs_;
-  const size_t base = layout.block_begin(l);
-  const BlockOffsets& o = layout.block();
-  const float* p = params_ + base;
+  if (bf16_) {
+    Timed t(this, kBf16Convert);
+    ToBf16(dsmall_h_, dsmall_, M * C);
+  }
+  const AttentionDims ad{B, NH, T, hs, attn_block_};
+  const void* qkv_mm = Mm(a.qkv, a.qkv_h);
+  const void* dy_mm = Mm(dsmall_, dsmall_h_);
   {
-    Timed t(this, kLayerNorm);
-    LayerNormForward(a.ln1_f, a.ln1_h, a.ln1_mean, a.ln1_rstd, x_in, p + o.ln1_w, p + o.ln1_b, M,
-                     C);
+    Timed t(this, kAttnMatmul);
+    // datt (B,NH,T,T) = dy @ V^T ; dV = att^T @ dy (into the V columns of dqkv).
+    AttentionGradScores(mm_, mt_, ad, dy_mm, qkv_mm, datt_);
+    AttentionGradValues(mm_, mt_, ad, Mm(a.att, a.att_h), dy_mm, dqkv_);
   }
   {
-    Timed t(this, kLinearFwd);  // qkv (M,3C) = ln1 (M,C) @ qkv_w (3C,C)^T + qkv_b
-    LinearForward(a.qkv, Mm(a.ln1_f, a.ln1_h), W(base + o.qkv_w), p + o.qkv_b, M, C, 3 * C, false);
+    Timed t(this, kSoftmax);  // datt -> dscores (B,NH,T,T)
+    CausalSoftmaxBackward(datt_, bf16_ ? datt_h_ : nullptr, a.att, B * NH, T,
+                          1.0f / std::sqrt(static_cast<float>(hs)));
   }
+  {
+    Timed t(this, kAttnMatmul);
+    // dQ = dscores @ K ; dK = dscores^T @ Q (into the Q and K columns of dqkv).
+    AttentionGradQueryKey(mm_, mt_, ad, Mm(datt_, datt_h_), qkv_mm, dqkv_);
+  }
+}
+
+void GptImpl::AttentionForward(int B, int T, BlockActs& a) {
+  const int64_t M = static_cast<int64_t>(B) * T, C = C_, NH = NH_, hs = hs_;
   if (bf16_) {
     Timed t(this, kBf16Convert);
     ToBf16(a.qkv_h, a.qkv, 3 * M * C);
@@ -59,6 +79,27 @@ void GptImpl::BlockForward(int l, int B, int T, const float* x_in, float* x_out,
     Timed t(this, kBf16Convert);
     ToBf16(a.atty_h, a.atty, M * C);
   }
+}
+
+void GptImpl::BlockForward(int l, int B, int T, const float* x_in, float* x_out, BlockActs& a) {
+  if (llama_) {
+    LlamaBlockForward(l, B, T, x_in, x_out, a);
+    return;
+  }
+  const int64_t M = static_cast<int64_t>(B) * T, C = C_;
+  const size_t base = layout.block_begin(l);
+  const BlockOffsets& o = layout.block();
+  const float* p = params_ + base;
+  {
+    Timed t(this, kLayerNorm);
+    LayerNormForward(a.ln1_f, a.ln1_h, a.ln1_mean, a.ln1_rstd, x_in, p + o.ln1_w, p + o.ln1_b, M,
+                     C);
+  }
+  {
+    Timed t(this, kLinearFwd);  // qkv (M,3C) = ln1 (M,C) @ qkv_w (3C,C)^T + qkv_b
+    LinearForward(a.qkv, Mm(a.ln1_f, a.ln1_h), W(base + o.qkv_w), p + o.qkv_b, M, C, 3 * C, false);
+  }
+  AttentionForward(B, T, a);  // a.qkv -> a.atty
   {
     Timed t(this, kResidual);
     CopyFloats(a.res2, x_in, M * C);
@@ -95,16 +136,15 @@ void GptImpl::BlockForward(int l, int B, int T, const float* x_in, float* x_out,
 
 void GptImpl::BlockBackward(int l, int B, int T, const float* x_in, BlockActs& a, float* dres,
                             float* grads) {
-  const int64_t M = static_cast<int64_t>(B) * T, C = C_, NH = NH_, hs = hs_;
+  if (llama_) {
+    LlamaBlockBackward(l, B, T, x_in, a, dres, grads);
+    return;
+  }
+  const int64_t M = static_cast<int64_t>(B) * T, C = C_;
   const size_t base = layout.block_begin(l);
   const BlockOffsets& o = layout.block();
   const float* p = params_ + base;
   float* g = grads + base;
-  auto to_bf16 = [&](bf16_t* dst, const float* src, int64_t n) {
-    if (!bf16_) return;
-    Timed t(this, kBf16Convert);
-    ToBf16(dst, src, n);
-  };
 
   // MLP: x_out = res2 + fcproj(gelu(fc(ln2(res2)))). dres = dL/dx_out = dL/d(fcproj out).
   // dgelu (M,4C) = dres (M,C) @ fcproj_w (C,4C)
@@ -127,26 +167,7 @@ void GptImpl::BlockBackward(int l, int B, int T, const float* x_in, BlockActs& a
   // datty (M,C) = dres @ attproj_w (C,C)
   LinearLayerBackward(dsmall_, g + o.attproj_w, g + o.attproj_b, dres, dres_h_, base + o.attproj_w,
                       Mm(a.atty, a.atty_h), M, C, C);
-  to_bf16(dsmall_h_, dsmall_, M * C);
-  const AttentionDims ad{B, NH, T, hs, attn_block_};
-  const void* qkv_mm = Mm(a.qkv, a.qkv_h);
-  const void* dy_mm = Mm(dsmall_, dsmall_h_);
-  {
-    Timed t(this, kAttnMatmul);
-    // datt (B,NH,T,T) = dy @ V^T ; dV = att^T @ dy (into the V columns of dqkv).
-    AttentionGradScores(mm_, mt_, ad, dy_mm, qkv_mm, datt_);
-    AttentionGradValues(mm_, mt_, ad, Mm(a.att, a.att_h), dy_mm, dqkv_);
-  }
-  {
-    Timed t(this, kSoftmax);  // datt -> dscores (B,NH,T,T)
-    CausalSoftmaxBackward(datt_, bf16_ ? datt_h_ : nullptr, a.att, B * NH, T,
-                          1.0f / std::sqrt(static_cast<float>(hs)));
-  }
-  {
-    Timed t(this, kAttnMatmul);
-    // dQ = dscores @ K ; dK = dscores^T @ Q (into the Q and K columns of dqkv).
-    AttentionGradQueryKey(mm_, mt_, ad, Mm(datt_, datt_h_), qkv_mm, dqkv_);
-  }
+  AttentionBackward(B, T, a);  // dsmall_ = dL/dy -> dqkv_
   // dln1 (M,C) = dqkv (M,3C) @ qkv_w (3C,C)
   LinearLayerBackward(dsmall_, g + o.qkv_w, g + o.qkv_b, dqkv_, dqkv_h_, base + o.qkv_w,
                       Mm(a.ln1_f, a.ln1_h), M, C, 3 * C);

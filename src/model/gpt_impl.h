@@ -1,9 +1,11 @@
 // GptImpl: the model's state and the pieces of one step, shared by gpt.cc (set-up,
-// embedding, LM head, the step's order, Gpt's interface) and gpt_block.cc (one
-// transformer block forward and backward). Internal to src/model/: use gpt.h.
+// embedding, LM head, the step's order, Gpt's interface), gpt_block.cc (one GPT-2
+// transformer block forward and backward) and llama_block.cc (one llama block).
+// Internal to src/model/: use gpt.h.
 //
 // Notation (llm.c): B batch, T sequence length, C channels, NH heads, hs = C/NH head
-// size, V vocabulary, L blocks, M = B*T rows.
+// size, V vocabulary, L blocks, M = B*T rows, H the MLP's hidden width (gpt2 4C,
+// llama F).
 #pragma once
 
 #include <cstdint>
@@ -34,25 +36,29 @@ enum LayerKind {
   kCrossEntropy,
   kBiasGrad,
   kBf16Convert,
+  kRope,
   kNumKinds
 };
 inline const char* const kKindNames[kNumKinds] = {"embedding",
-                                                  "layernorm",
+                                                  "layernorm / rmsnorm",
                                                   "linear fwd (qkv/proj/fc)",
                                                   "linear bwd (qkv/proj/fc)",
                                                   "attention matmuls",
                                                   "causal softmax",
-                                                  "gelu",
+                                                  "gelu / swiglu",
                                                   "residual copies",
                                                   "lm head matmuls",
                                                   "softmax+xent",
                                                   "bias grads",
-                                                  "bf16 conversion"};
+                                                  "bf16 conversion",
+                                                  "rope"};
 
 // Activations of one block for up to max_batch sequences. fp32 runs fill the *_f
-// matmul inputs, bf16 runs the *_h ones (never both).
+// matmul inputs, bf16 runs the *_h ones (never both). llama blocks use the same
+// fields: ln* are RMSNorms (no mean), qkv holds q and k after RoPE, fch is the fc
+// output (gate | up, (B,T,2F)) and gelu_* the SwiGLU output (B,T,F).
 struct BlockActs {
-  float* ln1_mean;  // (B,T)
+  float* ln1_mean;  // (B,T)     gpt2 only
   float* ln1_rstd;  // (B,T)
   float* ln1_f;     // (B,T,C)   fp32 only
   bf16_t* ln1_h;    // (B,T,C)   bf16 only
@@ -63,13 +69,13 @@ struct BlockActs {
   float* atty;      // (B,T,C)   attention output before projection
   bf16_t* atty_h;   // (B,T,C)   bf16 only
   float* res2;      // (B,T,C)   residual after attention
-  float* ln2_mean;  // (B,T)
+  float* ln2_mean;  // (B,T)     gpt2 only
   float* ln2_rstd;  // (B,T)
   float* ln2_f;     // (B,T,C)   fp32 only
   bf16_t* ln2_h;    // (B,T,C)   bf16 only
-  float* fch;       // (B,T,4C)  fc output before GELU
-  float* gelu_f;    // (B,T,4C)  fp32 only
-  bf16_t* gelu_h;   // (B,T,4C)  bf16 only
+  float* fch;       // (B,T,4C)  fc output before GELU (llama: (B,T,2F))
+  float* gelu_f;    // (B,T,H)   fp32 only
+  bf16_t* gelu_h;   // (B,T,H)   bf16 only
 };
 
 class GptImpl {
@@ -148,10 +154,21 @@ class GptImpl {
   void PrepareParams(const float* params);
   void Embed(const int32_t* tokens, int B, int T);
   // Block l on x_in (B,T,C); writes acts and, unless x_out is null, x_out (B,T,C).
+  // (The llama block when cfg.arch is llama.)
   void BlockForward(int l, int B, int T, const float* x_in, float* x_out, BlockActs& a);
   // dres (B,T,C): in dL/dx_out, out dL/dx_in. Accumulates into grads of block l.
   void BlockBackward(int l, int B, int T, const float* x_in, BlockActs& a, float* dres,
                      float* grads);
+  // The llama block (llama_block.cc), same contracts.
+  void LlamaBlockForward(int l, int B, int T, const float* x_in, float* x_out, BlockActs& a);
+  void LlamaBlockBackward(int l, int B, int T, const float* x_in, BlockActs& a, float* dres,
+                          float* grads);
+  // The attention's forward shared by both blocks: from a.qkv (M,3C; its bf16 copy made
+  // here) to a.att and a.atty (M,C, with its bf16 copy).
+  void AttentionForward(int B, int T, BlockActs& a);
+  // The attention's backward shared by both blocks: from dy (dsmall_, (M,C), its bf16
+  // copy in dsmall_h_ made here) to dqkv_ (M,3C) = dL/d(q,k,v as attention read them).
+  void AttentionBackward(int B, int T, BlockActs& a);
   // Final layer norm of x (rows, C) into lnf_{f,h} rows [0, rows).
   void FinalLayerNorm(const float* x, int64_t rows);
   // LM head + cross-entropy over M rows of lnf output; if grads, backward too:
@@ -163,9 +180,12 @@ class GptImpl {
   BlockActs& ActsFor(int l, bool store) { return acts_[store && !opt.recompute ? l : 0]; }
 
   bool bf16_;
+  bool llama_;
   MatType mt_;
   int64_t C_, V_, Tmax_, NH_, hs_, L_, Mmax_, lm_rows_;
-  int64_t attn_block_;  // rows per causal attention block
+  int64_t H_;                // MLP hidden width: 4C (gpt2) or F (llama)
+  std::vector<float> rope_;  // llama: RoPE cos|sin table (Tmax, hs), kernels.h RopeTable
+  int64_t attn_block_;       // rows per causal attention block
   const float* params_ = nullptr;
   AlignedBuffer<bf16_t> params_h_;  // bf16 copy of the weights (bf16 runs)
   AlignedBuffer<float> f32_;
@@ -183,8 +203,9 @@ class GptImpl {
   bf16_t* dres_h_;                // (B,T,C)
   float* dsmall_;                 // (B,T,C)
   bf16_t* dsmall_h_;              // (B,T,C)
-  float* dbig_;                   // (B,T,4C)
-  bf16_t* dbig_h_;                // (B,T,4C)
+  float* dbig_;                   // (B,T,4C) (llama: (B,T,2F), dL/d(gate | up))
+  bf16_t* dbig_h_;                // (B,T,4C) (llama: (B,T,2F))
+  float* dhid_;                   // llama: (B,T,F) dL/d(SwiGLU out)
   float* dqkv_;                   // (B,T,3C)
   bf16_t* dqkv_h_;                // (B,T,3C)
   float* datt_;                   // (B,NH,T,T)

@@ -159,6 +159,62 @@ void GeluBackwardGeneric(float* d, const float* inp, int64_t n) {
   }
 }
 
+// ---- llama: RMSNorm, RoPE (shared bodies), SwiGLU -------------------------------------
+
+RT_AVX512 void RmsForwardAvx512(float* o, bf16_t* oh, float* s, const float* x, const float* w,
+                                int64_t N, int64_t C) {
+  RmsForwardBody(o, oh, s, x, w, N, C);
+}
+RT_AVX512 void RmsBackwardAvx512(float* dinp, float* dw, const float* dout, const float* inp,
+                                 const float* w, const float* rstd, int64_t N, int64_t C) {
+  RmsBackwardBody(dinp, dw, dout, inp, w, rstd, N, C);
+}
+RT_AVX512 void RopeAvx512(float* qkv, const float* rope, int64_t rows, int64_t T, int64_t NH,
+                          int64_t hs, float sign) {
+  RopeBody(qkv, rope, rows, T, NH, hs, sign);
+}
+
+// silu(g) * u for one row of F; out_h (optional) gets the bf16 copy.
+RT_AVX512 void SwigluRowAvx512(float* o, const float* g, const float* u, int64_t F) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  for (int64_t j = 0; j < F; j += 16) {
+    const __mmask16 k = TailMask(F - j);
+    const __m512 x = _mm512_maskz_loadu_ps(k, g + j);
+    const __m512 silu =
+        _mm512_div_ps(x, _mm512_add_ps(one, Exp512(_mm512_sub_ps(_mm512_setzero_ps(), x))));
+    _mm512_mask_storeu_ps(o + j, k, _mm512_mul_ps(silu, _mm512_maskz_loadu_ps(k, u + j)));
+  }
+}
+void SwigluRowGeneric(float* o, const float* g, const float* u, int64_t F) {
+  for (int64_t j = 0; j < F; ++j) o[j] = g[j] / (1.0f + std::exp(-g[j])) * u[j];
+}
+
+// dgate = dout u silu'(g), dup = dout silu(g) with silu' = s (1 + g (1 - s)), s = sigmoid.
+RT_AVX512 void SwigluBackRowAvx512(float* dg, float* du, const float* d, const float* g,
+                                   const float* u, int64_t F) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  for (int64_t j = 0; j < F; j += 16) {
+    const __mmask16 k = TailMask(F - j);
+    const __m512 x = _mm512_maskz_loadu_ps(k, g + j);
+    const __m512 dy = _mm512_maskz_loadu_ps(k, d + j);
+    const __m512 sg =
+        _mm512_div_ps(one, _mm512_add_ps(one, Exp512(_mm512_sub_ps(_mm512_setzero_ps(), x))));
+    const __m512 silu = _mm512_mul_ps(x, sg);
+    const __m512 dsilu = _mm512_mul_ps(sg, _mm512_fmadd_ps(x, _mm512_sub_ps(one, sg), one));
+    _mm512_mask_storeu_ps(dg + j, k,
+                          _mm512_mul_ps(_mm512_mul_ps(dy, _mm512_maskz_loadu_ps(k, u + j)), dsilu));
+    _mm512_mask_storeu_ps(du + j, k, _mm512_mul_ps(dy, silu));
+  }
+}
+void SwigluBackRowGeneric(float* dg, float* du, const float* d, const float* g, const float* u,
+                          int64_t F) {
+  for (int64_t j = 0; j < F; ++j) {
+    const float sg = 1.0f / (1.0f + std::exp(-g[j]));
+    dg[j] = d[j] * u[j] * (sg * (g[j] * (1.0f - sg) + 1.0f));
+    du[j] = d[j] * (g[j] * sg);
+  }
+}
+
 // ---- causal softmax ----------------------------------------------------------------
 
 RT_AVX512 void SoftmaxRowAvx512(float* a, int64_t n, int64_t T, float scale) {
@@ -299,6 +355,99 @@ void LayerNormBackward(float* dinp, float* dw, float* db, const float* dout, con
   }
 }
 
+void RmsNormForward(float* out_f32, bf16_t* out_bf16, float* rstd, const float* inp, const float* w,
+                    int64_t N, int64_t C) {
+  if (UseAvx512()) {
+    RmsForwardAvx512(out_f32, out_bf16, rstd, inp, w, N, C);
+  } else if (UseAvx2()) {
+    avx2::RmsNormForward(out_f32, out_bf16, rstd, inp, w, N, C);
+  } else {
+    RmsForwardBody(out_f32, out_bf16, rstd, inp, w, N, C);
+  }
+}
+
+void RmsNormBackward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
+                     const float* rstd, int64_t N, int64_t C) {
+  if (UseAvx512()) {
+    RmsBackwardAvx512(dinp, dw, dout, inp, w, rstd, N, C);
+  } else if (UseAvx2()) {
+    avx2::RmsNormBackward(dinp, dw, dout, inp, w, rstd, N, C);
+  } else {
+    RmsBackwardBody(dinp, dw, dout, inp, w, rstd, N, C);
+  }
+}
+
+std::vector<float> RopeTable(int64_t T, int64_t hs, double theta) {
+  const int64_t half = hs / 2;
+  std::vector<float> table(static_cast<size_t>(T * hs));
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t i = 0; i < half; ++i) {
+      const double angle =
+          static_cast<double>(t) * std::pow(theta, -2.0 * static_cast<double>(i) / hs);
+      table[t * hs + i] = static_cast<float>(std::cos(angle));
+      table[t * hs + half + i] = static_cast<float>(std::sin(angle));
+    }
+  }
+  return table;
+}
+
+namespace {
+void Rope(float* qkv, const float* rope, int64_t rows, int64_t T, int64_t NH, int64_t hs,
+          float sign) {
+  if (UseAvx512()) {
+    RopeAvx512(qkv, rope, rows, T, NH, hs, sign);
+  } else if (UseAvx2()) {
+    avx2::Rope(qkv, rope, rows, T, NH, hs, sign);
+  } else {
+    RopeBody(qkv, rope, rows, T, NH, hs, sign);
+  }
+}
+}  // namespace
+
+void RopeForward(float* qkv, const float* rope, int64_t rows, int64_t T, int64_t NH, int64_t hs) {
+  Rope(qkv, rope, rows, T, NH, hs, 1.0f);
+}
+void RopeBackward(float* dqkv, const float* rope, int64_t rows, int64_t T, int64_t NH, int64_t hs) {
+  Rope(dqkv, rope, rows, T, NH, hs, -1.0f);
+}
+
+void SwigluForward(float* out_f32, bf16_t* out_bf16, const float* fc, int64_t M, int64_t F) {
+  const Isa isa = ActiveIsa();
+#pragma omp parallel
+  {
+    std::vector<float> row(out_f32 == nullptr ? F : 0);
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < M; ++r) {
+      float* o = out_f32 != nullptr ? out_f32 + r * F : row.data();
+      const float* g = fc + r * 2 * F;
+      if (isa >= Isa::kAvx512) {
+        SwigluRowAvx512(o, g, g + F, F);
+      } else if (isa >= Isa::kAvx2) {
+        avx2::SwigluRow(o, g, g + F, F);
+      } else {
+        SwigluRowGeneric(o, g, g + F, F);
+      }
+      if (out_bf16 != nullptr) FloatToBf16N(o, out_bf16 + r * F, F);
+    }
+  }
+}
+
+void SwigluBackward(float* dfc, const float* dout, const float* fc, int64_t M, int64_t F) {
+  const Isa isa = ActiveIsa();
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < M; ++r) {
+    float* dg = dfc + r * 2 * F;
+    const float* g = fc + r * 2 * F;
+    if (isa >= Isa::kAvx512) {
+      SwigluBackRowAvx512(dg, dg + F, dout + r * F, g, g + F, F);
+    } else if (isa >= Isa::kAvx2) {
+      avx2::SwigluBackRow(dg, dg + F, dout + r * F, g, g + F, F);
+    } else {
+      SwigluBackRowGeneric(dg, dg + F, dout + r * F, g, g + F, F);
+    }
+  }
+}
+
 void GeluForward(float* out_f32, bf16_t* out_bf16, const float* inp, int64_t n) {
   if (UseAvx512()) {
     GeluForwardAvx512(out_f32, out_bf16, inp, n);
@@ -383,8 +532,12 @@ void EmbeddingForward(float* x, const int32_t* tokens, const float* wte, const f
 #pragma omp parallel for schedule(static)
   for (int64_t bt = 0; bt < B * T; ++bt) {
     const float* e = wte + static_cast<int64_t>(tokens[bt]) * C;
-    const float* p = wpe + (bt % T) * C;
     float* o = x + bt * C;
+    if (wpe == nullptr) {
+      std::copy(e, e + C, o);
+      continue;
+    }
+    const float* p = wpe + (bt % T) * C;
 #pragma omp simd
     for (int64_t i = 0; i < C; ++i) o[i] = e[i] + p[i];
   }
@@ -400,6 +553,11 @@ void EmbeddingBackward(float* dwte, float* dwpe, const float* dx, const int32_t*
       for (int64_t t = 0; t < T; ++t) {
         const float* d = dx + (b * T + t) * C;
         float* e = dwte + static_cast<int64_t>(tokens[b * T + t]) * C;
+        if (dwpe == nullptr) {
+#pragma omp simd
+          for (int64_t i = c0; i < c1; ++i) e[i] += d[i];
+          continue;
+        }
         float* p = dwpe + t * C;
 #pragma omp simd
         for (int64_t i = c0; i < c1; ++i) {

@@ -1,6 +1,7 @@
 // Our own vectorised kernels for the parts of a GPT where oneDNN has nothing fast:
 // layer norm, tanh-GELU, causal masked softmax, fused softmax + cross-entropy,
-// embeddings, bias gradients, residual copies and bf16 conversion.
+// embeddings, bias gradients, residual copies and bf16 conversion; for llama blocks
+// RMSNorm, rotary embeddings and SwiGLU.
 //
 // Each forward has its backward beside it (STYLE: llm.c). Backward functions ACCUMULATE
 // (+=) into parameter gradients and into `dinp` where the comment says so. AVX-512
@@ -13,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "core/bf16.h"
 
@@ -48,10 +50,38 @@ double SoftmaxCrossEntropy(float* logits, bf16_t* dlogits_bf16, const int32_t* t
 // The same loss, forward only, for a reference: logsumexp(row) - row[target].
 double CrossEntropyRowForTest(const float* row, int64_t V, int32_t target);
 
-// x (B,T,C) = wte[tokens[b,t]] + wpe[t]; tokens (B,T) are assumed in range.
+// ---- llama ------------------------------------------------------------------------
+
+// out (N,C) = inp * rstd * w, rstd (N) = 1/sqrt(mean over the row of inp^2 + eps) saved
+// for backward. out_f32 / out_bf16 optional as in LayerNormForward.
+void RmsNormForward(float* out_f32, bf16_t* out_bf16, float* rstd, const float* inp, const float* w,
+                    int64_t N, int64_t C);
+// dinp (N,C) += d/dinp; dw (C) += ; dout (N,C).
+void RmsNormBackward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
+                     const float* rstd, int64_t N, int64_t C);
+
+// The cos/sin table of rotary embeddings: (T, hs) floats, row t = [cos(t w_i) for i <
+// hs/2 | sin(t w_i) for i < hs/2] with w_i = theta^(-2i/hs). Angles in double, then
+// rounded (tables computed in float drift by a few ulp at large t).
+std::vector<float> RopeTable(int64_t T, int64_t hs, double theta);
+// In place on the q and k columns of qkv (rows = B*T rows of 3C, C = NH*hs; row r is at
+// position r % T): pairs (i, i + hs/2) of each head turned by the table's angle.
+void RopeForward(float* qkv, const float* rope, int64_t rows, int64_t T, int64_t NH, int64_t hs);
+// The backward on dqkv laid out like qkv: dL/d(turned q, k) -> dL/d(q, k), in place.
+void RopeBackward(float* dqkv, const float* rope, int64_t rows, int64_t T, int64_t NH, int64_t hs);
+
+// SwiGLU: fc (M,2F) holds gate = fc[:, :F] and up = fc[:, F:]; out (M,F) = silu(gate) *
+// up with silu(g) = g sigmoid(g). out_f32 / out_bf16 optional.
+void SwigluForward(float* out_f32, bf16_t* out_bf16, const float* fc, int64_t M, int64_t F);
+// dfc (M,2F) = [dL/dgate | dL/dup] from dout (M,F) = dL/d(out) (overwritten, not +=).
+void SwigluBackward(float* dfc, const float* dout, const float* fc, int64_t M, int64_t F);
+
+// x (B,T,C) = wte[tokens[b,t]] + wpe[t] (wpe null: no position term, as in llama);
+// tokens (B,T) are assumed in range.
 void EmbeddingForward(float* x, const int32_t* tokens, const float* wte, const float* wpe,
                       int64_t B, int64_t T, int64_t C);
-// dwte[tokens[b,t]] += dx[b,t]; dwpe[t] += sum_b dx[b,t]. Parallel over channels.
+// dwte[tokens[b,t]] += dx[b,t]; dwpe[t] += sum_b dx[b,t] (unless dwpe is null).
+// Parallel over channels.
 void EmbeddingBackward(float* dwte, float* dwpe, const float* dx, const int32_t* tokens, int64_t B,
                        int64_t T, int64_t C);
 

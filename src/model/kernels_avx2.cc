@@ -253,6 +253,68 @@ RT_AVX2 void SoftmaxBackRow(float* d, const float* a, int64_t n, int64_t T, floa
   for (int64_t j = n; j < T; ++j) d[j] = 0.0f;
 }
 
+RT_AVX2 void RmsNormForward(float* o, bf16_t* oh, float* s, const float* x, const float* w,
+                            int64_t N, int64_t C) {
+  RmsForwardBody(o, oh, s, x, w, N, C);
+}
+
+RT_AVX2 void RmsNormBackward(float* dinp, float* dw, const float* dout, const float* inp,
+                             const float* w, const float* rstd, int64_t N, int64_t C) {
+  RmsBackwardBody(dinp, dw, dout, inp, w, rstd, N, C);
+}
+
+RT_AVX2 void Rope(float* qkv, const float* rope, int64_t rows, int64_t T, int64_t NH, int64_t hs,
+                  float sign) {
+  RopeBody(qkv, rope, rows, T, NH, hs, sign);
+}
+
+// sigmoid(x) for 8 floats.
+RT_AVX2 RT_INLINE __m256 Sigmoid8(__m256 x) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  return _mm256_div_ps(one, _mm256_add_ps(one, Exp256(_mm256_sub_ps(_mm256_setzero_ps(), x))));
+}
+
+// o = silu(g) u.
+struct SwigluStep {
+  float* o;
+  const float* g;
+  const float* u;
+  template <class Lanes>
+  RT_AVX2 RT_INLINE void operator()(int64_t j, Lanes lanes) const {
+    const __m256 x = Load(g + j, lanes);
+    Store(o + j, _mm256_mul_ps(_mm256_mul_ps(x, Sigmoid8(x)), Load(u + j, lanes)), lanes);
+  }
+};
+
+// dg = d u silu'(g), du = d silu(g); silu' = s (1 + g (1 - s)).
+struct SwigluBackStep {
+  float* dg;
+  float* du;
+  const float* d;
+  const float* g;
+  const float* u;
+  template <class Lanes>
+  RT_AVX2 RT_INLINE void operator()(int64_t j, Lanes lanes) const {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    const __m256 x = Load(g + j, lanes), dy = Load(d + j, lanes);
+    const __m256 sg = Sigmoid8(x);
+    const __m256 dsilu = _mm256_mul_ps(sg, _mm256_fmadd_ps(x, _mm256_sub_ps(one, sg), one));
+    Store(dg + j, _mm256_mul_ps(_mm256_mul_ps(dy, Load(u + j, lanes)), dsilu), lanes);
+    Store(du + j, _mm256_mul_ps(dy, _mm256_mul_ps(x, sg)), lanes);
+  }
+};
+
+RT_AVX2 void SwigluRow(float* o, const float* g, const float* u, int64_t F) {
+  SwigluStep step{o, g, u};
+  ForEach8(F, step);
+}
+
+RT_AVX2 void SwigluBackRow(float* dg, float* du, const float* d, const float* g, const float* u,
+                           int64_t F) {
+  SwigluBackStep step{dg, du, d, g, u};
+  ForEach8(F, step);
+}
+
 RT_AVX2 double CrossEntropyRow(float* x, int64_t V, int32_t target, bool backward, float gs) {
   MaxStep max{x};
   ForEach8(V, max);

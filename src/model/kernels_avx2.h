@@ -24,4 +24,16 @@ void SoftmaxBackRow(float* d, const float* a, int64_t n, int64_t T, float scale)
 // One row of the fused softmax + cross-entropy (kernels.h SoftmaxCrossEntropy).
 double CrossEntropyRow(float* x, int64_t V, int32_t target, bool backward, float gs);
 
+// llama (kernels.h): RMSNorm, rotary embeddings (sign -1 = backward), one SwiGLU row.
+void RmsNormForward(float* out_f32, bf16_t* out_bf16, float* rstd, const float* inp, const float* w,
+                    int64_t N, int64_t C);
+void RmsNormBackward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
+                     const float* rstd, int64_t N, int64_t C);
+void Rope(float* qkv, const float* rope, int64_t rows, int64_t T, int64_t NH, int64_t hs,
+          float sign);
+// o = silu(g) * u over F floats.
+void SwigluRow(float* o, const float* g, const float* u, int64_t F);
+// dg = d u silu'(g), du = d silu(g) over F floats.
+void SwigluBackRow(float* dg, float* du, const float* d, const float* g, const float* u, int64_t F);
+
 }  // namespace rt::model::avx2

@@ -156,4 +156,87 @@ RT_INLINE void BiasBackwardBody(float* db, const float* dout, int64_t M, int64_t
     AddPartialsInBlockOrder(base, blocks, N, [&](int64_t i, float sum) { db[i] += sum; });
   }
 }
+
+// ---- llama: RMSNorm and rotary embeddings ----------------------------------------
+
+// out (N,C) = inp * rstd * w with rstd = 1/sqrt(mean(inp^2) + eps) per row (saved).
+RT_INLINE void RmsForwardBody(float* out_f32, bf16_t* out_bf16, float* rstd, const float* inp,
+                              const float* w, int64_t N, int64_t C) {
+#pragma omp parallel
+  {
+    std::vector<float> row(out_f32 == nullptr ? C : 0);
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < N; ++r) {
+      float* o = out_f32 != nullptr ? out_f32 + r * C : row.data();
+      const float* x = inp + r * C;
+      float ss = 0.0f;
+#pragma omp simd reduction(+ : ss)
+      for (int64_t i = 0; i < C; ++i) ss += x[i] * x[i];
+      const float s = 1.0f / std::sqrt(ss / static_cast<float>(C) + kRmsNormEpsilon);
+#pragma omp simd
+      for (int64_t i = 0; i < C; ++i) o[i] = x[i] * s * w[i];
+      rstd[r] = s;
+      if (out_bf16 != nullptr) FloatToBf16N(o, out_bf16 + r * C, C);
+    }
+  }
+}
+
+// With xhat = x s and g = dout w: dx = s (g - xhat mean(g xhat)), dw += dout xhat.
+// dinp accumulates; dw's row sums by blocks of kSumRows rows, added in block order.
+RT_INLINE void RmsBackwardBody(float* dinp, float* dw, const float* dout, const float* inp,
+                               const float* w, const float* rstd, int64_t N, int64_t C) {
+  const int64_t blocks = (N + kSumRows - 1) / kSumRows;
+  float* const base = ZeroedPartials(blocks, C);  // (blocks, C): dw's
+#pragma omp parallel
+  {
+#pragma omp for schedule(static)
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      float* aw = base + blk * C;
+      for (int64_t r = blk * kSumRows; r < std::min(N, (blk + 1) * kSumRows); ++r) {
+        const float* x = inp + r * C;
+        const float* g = dout + r * C;
+        float* d = dinp + r * C;
+        const float s = rstd[r];
+        float sum_gx = 0.0f;
+#pragma omp simd reduction(+ : sum_gx)
+        for (int64_t i = 0; i < C; ++i) sum_gx += g[i] * w[i] * x[i] * s;
+        const float c = sum_gx / static_cast<float>(C);
+#pragma omp simd
+        for (int64_t i = 0; i < C; ++i) {
+          const float xhat = x[i] * s;
+          d[i] += s * (g[i] * w[i] - xhat * c);
+          aw[i] += g[i] * xhat;
+        }
+      }
+    }
+    // (the barrier at the end of the loop above: every partial is complete)
+    AddPartialsInBlockOrder(base, blocks, C, [&](int64_t i, float sum) { dw[i] += sum; });
+  }
+}
+
+// Rotary embeddings in place on the q and k heads of qkv (B*T rows of 3C; the first
+// 2*NH heads of hs channels each): pair (i, i + hs/2) of a head at position t turns by
+// angle t * theta_i, whose cos and sin are rope (T, hs) = [cos (hs/2) | sin (hs/2)] per t.
+// sign = +1 forward; sign = -1 turns back, which is the backward (the transpose of a
+// rotation is its inverse), applied to dL/dq and dL/dk.
+RT_INLINE void RopeBody(float* qkv, const float* rope, int64_t rows, int64_t T, int64_t NH,
+                        int64_t hs, float sign) {
+  const int64_t half = hs / 2, C = NH * hs;
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* cs = rope + (r % T) * hs;
+    const float* sn = cs + half;
+    for (int64_t h = 0; h < 2 * NH; ++h) {
+      float* x = qkv + r * 3 * C + h * hs;
+      float* y = x + half;
+#pragma omp simd
+      for (int64_t i = 0; i < half; ++i) {
+        const float a = x[i], b = y[i], s = sign * sn[i];
+        x[i] = a * cs[i] - b * s;
+        y[i] = b * cs[i] + a * s;
+      }
+    }
+  }
+}
+
 }  // namespace rt::model::kernel_body

@@ -69,6 +69,13 @@ std::map<std::string, std::string> TrainMetaFields(const TrainConfig& config,
       {"data.eot_id", absl::StrCat(eot_id)},
   };
   if (!data_license.empty()) fields["data.license"] = data_license;
+  // The block design; checkpoints written before it existed have no model.arch and are gpt2.
+  fields["model.arch"] = model::ArchName(model.arch);
+  if (model.arch == model::Arch::kLlama) {
+    fields["model.rope_theta"] = f(model.rope_theta);
+    fields["model.ffn_dim"] = absl::StrCat(model.Hidden());
+    fields["model.untied"] = model.untied ? "1" : "0";
+  }
   return fields;
 }
 
@@ -79,6 +86,26 @@ absl::StatusOr<model::GptConfig> ModelConfigFromMeta(const ckpt::Checkpoint& che
   ASSIGN_OR_RETURN(c.n_heads, IntField(checkpoint, "model.heads"));
   ASSIGN_OR_RETURN(c.dim, IntField(checkpoint, "model.dim"));
   ASSIGN_OR_RETURN(c.seq_len, IntField(checkpoint, "model.seq_len"));
+  const std::string arch = Field(checkpoint, "model.arch");
+  if (!arch.empty()) {
+    absl::StatusOr<model::Arch> a = model::ParseArch(arch);
+    if (!a.ok()) {
+      return absl::DataLossError(absl::StrCat(
+          "checkpoint ", checkpoint.path(), " has an invalid model.arch: ", a.status().message()));
+    }
+    c.arch = *a;
+  }
+  if (c.arch == model::Arch::kLlama) {
+    ASSIGN_OR_RETURN(c.ffn_dim, IntField(checkpoint, "model.ffn_dim"));
+    ASSIGN_OR_RETURN(const int untied, IntField(checkpoint, "model.untied"));
+    c.untied = untied != 0;
+    double theta = 0;
+    if (!absl::SimpleAtod(Field(checkpoint, "model.rope_theta"), &theta)) {
+      return absl::DataLossError(
+          absl::StrCat("checkpoint ", checkpoint.path(), " has no valid model.rope_theta"));
+    }
+    c.rope_theta = static_cast<float>(theta);
+  }
   absl::Status valid = c.Validate();
   if (!valid.ok()) {
     return absl::DataLossError(
@@ -100,9 +127,20 @@ absl::Status CheckSameModel(const model::GptConfig& saved, const model::GptConfi
   compare("heads", saved.n_heads, run.n_heads);
   compare("dim", saved.dim, run.dim);
   compare("seq_len", saved.seq_len, run.seq_len);
+  if (saved.arch != run.arch) {
+    was.push_back(absl::StrCat("arch=", model::ArchName(saved.arch)));
+    now.push_back(absl::StrCat("arch=", model::ArchName(run.arch)));
+  } else if (saved.arch == model::Arch::kLlama) {
+    compare("ffn_dim", saved.Hidden(), run.Hidden());
+    compare("untied", saved.untied, run.untied);
+    if (saved.rope_theta != run.rope_theta) {
+      was.push_back(absl::StrCat("rope_theta=", saved.rope_theta));
+      now.push_back(absl::StrCat("rope_theta=", run.rope_theta));
+    }
+  }
   if (was.empty()) return absl::OkStatus();
   std::string hint;
-  if (run.seq_len > saved.seq_len) {
+  if (run.seq_len > saved.seq_len && saved.arch == model::Arch::kGpt2) {
     hint = absl::StrFormat(" (seq_len %d is longer than the checkpoint's position table of %d)",
                            run.seq_len, saved.seq_len);
   }

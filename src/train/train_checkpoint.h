@@ -6,7 +6,8 @@
 //                                  momentum; checkpoints are written at round boundaries,
 //                                  where the round-start copy equals params
 //   tokenizer.model                the SentencePiece model of the data, if it had one
-// Meta fields (strings): model.{vocab,layers,heads,dim,seq_len} (the shape),
+// Meta fields (strings): model.{vocab,layers,heads,dim,seq_len} (the shape), model.arch
+//   (gpt2 when absent: older checkpoints) and for llama model.{rope_theta,ffn_dim,untied},
 //   model.precision, optim.{lr,min_lr,warmup,weight_decay,clip,beta1,beta2,eps,steps},
 //   train.{seed,batch,accum,slots}, data.fingerprint, data.eot_id, format "ringtrain-train-1",
 //   and data.license when the data manifest records one (read by `export`).

@@ -1,15 +1,16 @@
 #!/usr/bin/python3
-"""Safetensors export read back by an independent reader (tests/export/numpy_gpt2.py).
+"""Safetensors export read back by an independent reader (tests/export/numpy_gpt2.py,
+or numpy_llama.py for a fixture of arch llama).
 
     hf_numpy_test.py RINGTRAIN_BINARY FIXTURE_DIR      (FIXTURE_DIR from make_fixture.sh)
 
 Exports the fixture's checkpoint as a Hugging Face directory in f32, f16 and bf16 and
 checks that:
   - the directory holds exactly the files transformers reads, config.json describes
-    GPT2LMHeadModel with the checkpoint's shape, the tokenizer is the data's
+    GPT2LMHeadModel (LlamaForCausalLM) with the checkpoint's shape, the tokenizer is the data's
     tokenizer.model byte for byte, and tokenizer_config.json names LlamaTokenizer
     without BOS/EOS insertion;
-  - the numpy GPT-2 forward pass over the f32 file gives ringtrain's logits
+  - the numpy GPT-2 (Llama) forward pass over the f32 file gives ringtrain's logits
     (`sample --json --logits --precision fp32`) within 1e-4 for a Vietnamese prompt,
     random ids filling the whole context, and a single id;
   - every f16 / bf16 tensor is the f32 tensor rounded to nearest even.
@@ -55,6 +56,7 @@ def main():
     import numpy as np
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from numpy_gpt2 import Gpt2, read_safetensors
+    from numpy_llama import Llama
 
     binary, fixture = sys.argv[1], sys.argv[2]
     ckpt = os.path.join(fixture, "ckpt")
@@ -78,14 +80,29 @@ def main():
             config = json.load(f)
         with open(os.path.join(fixture, "shape.json"), encoding="utf-8") as f:
             shape = json.load(f)
-        check(config["architectures"] == ["GPT2LMHeadModel"] and config["model_type"] == "gpt2",
-              "config.json: GPT2LMHeadModel")
-        check((config["n_layer"], config["n_head"], config["n_embd"], config["n_positions"],
-               config["vocab_size"]) == (shape["layers"], shape["heads"], shape["dim"],
-                                         shape["seq_len"], shape["vocab"]),
-              f"config.json: the checkpoint's shape {shape}")
-        check(config["tie_word_embeddings"] is True and config["activation_function"] == "gelu_new",
-              "config.json: tied LM head, tanh GELU")
+        llama = shape.get("arch") == "llama"
+        Model = Llama if llama else Gpt2
+        if llama:
+            check(config["architectures"] == ["LlamaForCausalLM"] and
+                  config["model_type"] == "llama", "config.json: LlamaForCausalLM")
+            check((config["num_hidden_layers"], config["num_attention_heads"],
+                   config["hidden_size"], config["max_position_embeddings"],
+                   config["vocab_size"]) == (shape["layers"], shape["heads"], shape["dim"],
+                                             shape["seq_len"], shape["vocab"]),
+                  f"config.json: the checkpoint's shape {shape}")
+            check(config["tie_word_embeddings"] is False and config["hidden_act"] == "silu"
+                  and config["attention_bias"] is False,
+                  "config.json: untied LM head (as the fixture trained), silu, no biases")
+        else:
+            check(config["architectures"] == ["GPT2LMHeadModel"] and
+                  config["model_type"] == "gpt2", "config.json: GPT2LMHeadModel")
+            check((config["n_layer"], config["n_head"], config["n_embd"], config["n_positions"],
+                   config["vocab_size"]) == (shape["layers"], shape["heads"], shape["dim"],
+                                             shape["seq_len"], shape["vocab"]),
+                  f"config.json: the checkpoint's shape {shape}")
+            check(config["tie_word_embeddings"] is True and
+                  config["activation_function"] == "gelu_new",
+                  "config.json: tied LM head, tanh GELU")
         with open(os.path.join(dirs["f32"], "tokenizer.model"), "rb") as f:
             exported_tokenizer = f.read()
         with open(os.path.join(fixture, "data", "tokenizer.model"), "rb") as f:
@@ -101,13 +118,20 @@ def main():
                   in f.read(), "the model card carries the licence given to prepare --license")
         tensors32, metadata = read_safetensors(os.path.join(dirs["f32"], "model.safetensors"))
         check(metadata.get("format") == "pt", "safetensors metadata has format=pt")
-        check("lm_head.weight" not in tensors32 and
-              tensors32["transformer.h.0.attn.c_attn.weight"].shape ==
-              (shape["dim"], 3 * shape["dim"]),
-              "no lm_head.weight (tied); c_attn.weight in Conv1D orientation (C, 3C)")
+        if llama:
+            check("lm_head.weight" in tensors32 and
+                  tensors32["model.layers.0.mlp.gate_proj.weight"].shape ==
+                  (config["intermediate_size"], shape["dim"]) and
+                  not any(name.endswith(".bias") for name in tensors32),
+                  "lm_head.weight (untied); gate_proj (F, C) in nn.Linear orientation; no biases")
+        else:
+            check("lm_head.weight" not in tensors32 and
+                  tensors32["transformer.h.0.attn.c_attn.weight"].shape ==
+                  (shape["dim"], 3 * shape["dim"]),
+                  "no lm_head.weight (tied); c_attn.weight in Conv1D orientation (C, 3C)")
 
         # Logits: numpy over the f32 file against ringtrain.
-        model = Gpt2(dirs["f32"])
+        model = Model(dirs["f32"])
         rng = random.Random(15)
         cases = [("Vietnamese prompt", ["--prompt", PROMPT]),
                  (f"{shape['seq_len']} random ids (the whole context)",
@@ -144,7 +168,7 @@ def main():
                     want = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint32) << 16
                     exact &= np.array_equal(tensors[name].view(np.uint32), want)
             check(exact, f"{dtype}: every tensor is the f32 one rounded to nearest even")
-            d = float(np.max(np.abs(Gpt2(dirs[dtype]).logits(prompt_ids)[-1] - f32_logits)))
+            d = float(np.max(np.abs(Model(dirs[dtype]).logits(prompt_ids)[-1] - f32_logits)))
             print(f"     {dtype}: logits of the prompt differ from f32 by at most {d:.2e}")
     finally:
         shutil.rmtree(work, ignore_errors=True)

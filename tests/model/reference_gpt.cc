@@ -1,4 +1,5 @@
-// Naive double-precision GPT-2 forward (see reference_gpt.h). Written for clarity only.
+// Naive double-precision GPT-2 and llama forward (see reference_gpt.h). Written for
+// clarity only.
 #include "model/reference_gpt.h"
 
 #include <cmath>
@@ -21,6 +22,35 @@ void LayerNorm(Vec& out, const Vec& x, const double* w, const double* b, int row
   }
 }
 
+void RmsNorm(Vec& out, const Vec& x, const double* w, int rows, int C) {
+  out.assign(x.size(), 0.0);
+  for (int r = 0; r < rows; ++r) {
+    double ss = 0;
+    for (int i = 0; i < C; ++i) ss += x[r * C + i] * x[r * C + i];
+    const double s = 1.0 / std::sqrt(ss / C + 1e-5);
+    for (int i = 0; i < C; ++i) out[r * C + i] = x[r * C + i] * s * w[i];
+  }
+}
+
+// Rotary embeddings on the q and k heads of qkv (rows of 3C), written from the formula
+// in Hugging Face's form: x * cos + rotate_half(x) * sin, rotate_half(x) = [-x2, x1].
+void Rope(Vec& qkv, int B, int T, int NH, int hs, double theta) {
+  const int C = NH * hs, half = hs / 2;
+  for (int b = 0; b < B; ++b) {
+    for (int t = 0; t < T; ++t) {
+      for (int h = 0; h < 2 * NH; ++h) {
+        double* x = &qkv[(b * T + t) * 3 * C + h * hs];
+        std::vector<double> rot(hs);
+        for (int i = 0; i < hs; ++i) rot[i] = i < half ? -x[i + half] : x[i - half];
+        for (int i = 0; i < hs; ++i) {
+          const double angle = t * std::pow(theta, -2.0 * (i % half) / hs);
+          x[i] = x[i] * std::cos(angle) + rot[i] * std::sin(angle);
+        }
+      }
+    }
+  }
+}
+
 // out (rows,N) = x (rows,K) @ w (N,K)^T + b
 void Linear(Vec& out, const Vec& x, const double* w, const double* b, int rows, int K, int N) {
   out.assign(static_cast<size_t>(rows) * N, 0.0);
@@ -39,13 +69,15 @@ double ReferenceLoss(const GptConfig& cfg, const ParamLayout& layout, const Vec&
                      const int32_t* tokens, const int32_t* targets, int B, int T, Vec* logits_out) {
   const int C = cfg.dim, V = cfg.vocab_size, NH = cfg.n_heads, hs = C / NH;
   const int M = B * T;
+  const bool llama = cfg.arch == Arch::kLlama;
+  const int H = cfg.Hidden();
   const double* P = params.data();
   Vec x(static_cast<size_t>(M) * C);
   for (int b = 0; b < B; ++b) {
     for (int t = 0; t < T; ++t) {
       for (int i = 0; i < C; ++i) {
-        x[(b * T + t) * C + i] =
-            P[layout.wte() + tokens[b * T + t] * C + i] + P[layout.wpe() + t * C + i];
+        x[(b * T + t) * C + i] = P[layout.wte() + tokens[b * T + t] * C + i] +
+                                 (llama ? 0.0 : P[layout.wpe() + t * C + i]);
       }
     }
   }
@@ -53,8 +85,14 @@ double ReferenceLoss(const GptConfig& cfg, const ParamLayout& layout, const Vec&
   Vec ln, qkv, y, proj, h, h2;
   for (int l = 0; l < cfg.n_layers; ++l) {
     const double* p = P + layout.block_begin(l);
-    LayerNorm(ln, x, p + o.ln1_w, p + o.ln1_b, M, C);
-    Linear(qkv, ln, p + o.qkv_w, p + o.qkv_b, M, C, 3 * C);
+    if (llama) {
+      RmsNorm(ln, x, p + o.ln1_w, M, C);
+      Linear(qkv, ln, p + o.qkv_w, nullptr, M, C, 3 * C);
+      Rope(qkv, B, T, NH, hs, cfg.rope_theta);
+    } else {
+      LayerNorm(ln, x, p + o.ln1_w, p + o.ln1_b, M, C);
+      Linear(qkv, ln, p + o.qkv_w, p + o.qkv_b, M, C, 3 * C);
+    }
     y.assign(static_cast<size_t>(M) * C, 0.0);
     for (int b = 0; b < B; ++b) {
       for (int hh = 0; hh < NH; ++hh) {
@@ -78,8 +116,22 @@ double ReferenceLoss(const GptConfig& cfg, const ParamLayout& layout, const Vec&
         }
       }
     }
-    Linear(proj, y, p + o.attproj_w, p + o.attproj_b, M, C, C);
+    Linear(proj, y, p + o.attproj_w, llama ? nullptr : p + o.attproj_b, M, C, C);
     for (size_t i = 0; i < x.size(); ++i) x[i] += proj[i];
+    if (llama) {
+      RmsNorm(ln, x, p + o.ln2_w, M, C);
+      Linear(h, ln, p + o.fc_w, nullptr, M, C, 2 * H);  // (M,2H): gate | up
+      h2.assign(static_cast<size_t>(M) * H, 0.0);
+      for (int r = 0; r < M; ++r) {
+        for (int j = 0; j < H; ++j) {
+          const double g = h[r * 2 * H + j], u = h[r * 2 * H + H + j];
+          h2[r * H + j] = g / (1.0 + std::exp(-g)) * u;
+        }
+      }
+      Linear(proj, h2, p + o.fcproj_w, nullptr, M, H, C);
+      for (size_t i = 0; i < x.size(); ++i) x[i] += proj[i];
+      continue;
+    }
     LayerNorm(ln, x, p + o.ln2_w, p + o.ln2_b, M, C);
     Linear(h, ln, p + o.fc_w, p + o.fc_b, M, C, 4 * C);
     for (double& v : h) {
@@ -88,9 +140,13 @@ double ReferenceLoss(const GptConfig& cfg, const ParamLayout& layout, const Vec&
     Linear(proj, h, p + o.fcproj_w, p + o.fcproj_b, M, 4 * C, C);
     for (size_t i = 0; i < x.size(); ++i) x[i] += proj[i];
   }
-  LayerNorm(ln, x, P + layout.lnf_w(), P + layout.lnf_b(), M, C);
+  if (llama) {
+    RmsNorm(ln, x, P + layout.lnf_w(), M, C);
+  } else {
+    LayerNorm(ln, x, P + layout.lnf_w(), P + layout.lnf_b(), M, C);
+  }
   Vec logits;
-  Linear(logits, ln, P + layout.wte(), nullptr, M, C, V);
+  Linear(logits, ln, P + layout.lm_head(), nullptr, M, C, V);
   double loss = 0;
   for (int r = 0; r < M; ++r) {
     double mx = -1e300, sum = 0;

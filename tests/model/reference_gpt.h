@@ -1,5 +1,5 @@
-// A naive GPT-2 forward in double precision (plain loops), used as the reference the
-// oneDNN model is checked against. Its gradients are taken by central differences in
+// A naive GPT-2 or llama forward (by config.arch) in double precision (plain loops), used as the
+// reference the oneDNN model is checked against. Its gradients are taken by central differences in
 // double, which are exact to ~1e-8 relative for these tiny models.
 #pragma once
 
