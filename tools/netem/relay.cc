@@ -16,7 +16,7 @@
 //     one read before it: due = max(sampled due, previous due)). So there is no
 //     reordering, and at high packet rates the jitter of back-to-back packets is not
 //     independent (a burst leaves with the largest delay sampled in it);
-//   - loss: each packet is dropped with probability `loss` (Bernoulli, independent);
+//   - loss: each wire packet is dropped with probability `loss` (Bernoulli, independent);
 //   - memory: at most `queue-bytes` of packets wait per direction; packets past that are
 //     dropped (tail drop), and counted.
 // Rate is not the relay's job: tc tbf on the interfaces shapes it (a frame the relay sends
@@ -24,9 +24,11 @@
 // router's queue, and that is counted).
 //
 // Limits: frames are read with their virtio-net header (PACKET_VNET_HDR), so a TSO/GSO
-// "super-packet" of up to 64 KB passes as one unit and is delayed and dropped as one:
-// loss acts on wire-sized packets only when the senders' GSO is off (netns-cluster does
-// that when a loss is set). One thread per link; the delay's precision is that of the
+// "super-packet" of up to 64 KB passes as one unit and is delayed as one (its segments
+// would have left back to back anyway). Loss is drawn per wire segment: a TCP/IPv4 GSO
+// packet hit by a loss is split (gso_split.h) and only the lost segments are dropped;
+// other GSO packets (IPv6, UDP) hit by a loss are dropped whole, which over-counts their
+// losses (counters count segments). One thread per link; the delay's precision is that of the
 // scheduler: it runs as a real-time (SCHED_FIFO) process by default so that builds on
 // the same cores do not add milliseconds; without that privilege, or when real-time
 // processes hold the cores, a descheduled relay delays packets more, never less. IPv4/IPv6
@@ -58,6 +60,7 @@
 #include <string>
 #include <vector>
 
+#include "gso_split.h"
 #include "netem_args.h"
 
 namespace {
@@ -75,9 +78,9 @@ int64_t NowNs() {
 // Anything longer is truncated by the kernel, dropped here and counted.
 constexpr size_t kMaxFrame = 65536 + 256;
 constexpr int kBatch = 32;
-// struct virtio_net_hdr (linux/virtio_net.h, which C++ cannot include: a member is named
-// `class`): flags, gso_type, hdr_len, gso_size, csum_start, csum_offset.
-constexpr size_t kVnetHdrBytes = 10;
+// (struct virtio_net_hdr: linux/virtio_net.h cannot be included from C++, a member is
+// named `class`; see gso_split.h.)
+using netem::kVnetHdrBytes;
 
 struct Packet {
   int64_t due_ns;
@@ -214,14 +217,30 @@ class Relay {
         continue;
       }
       if (len <= kVnetHdrBytes) continue;
-      ++d.c.packets;
+      const uint8_t* frame = buffers_[i].data();
+      const size_t segments = netem::GsoSegments(frame, len);
+      d.c.packets += segments;
       d.c.bytes += len - kVnetHdrBytes;
-      if (args_.loss > 0 && uniform_(rng_) < args_.loss) {
-        ++d.c.lost;
-        continue;
+      // Loss acts on wire packets: a GSO packet hit by a loss is split and only the lost
+      // segments are dropped (TCP/IPv4; others are dropped whole if any segment is).
+      split_.clear();
+      bool whole = true;
+      if (args_.loss > 0) {
+        keep_.assign(segments, true);
+        size_t lost = 0;
+        for (size_t s = 0; s < segments; ++s) {
+          if (uniform_(rng_) < args_.loss) keep_[s] = false, ++lost;
+        }
+        if (lost == segments ||
+            (lost > 0 && (segments == 1 || !netem::SplitTcp4Gso(frame, len, keep_, &split_)))) {
+          d.c.lost += segments;
+          continue;
+        }
+        d.c.lost += lost;
+        whole = lost == 0;
       }
       if (d.queued_bytes + len > args_.queue_bytes) {
-        ++d.c.overflow;
+        d.c.overflow += segments;
         continue;
       }
       int64_t delay = args_.delay_ns;
@@ -231,9 +250,15 @@ class Relay {
       int64_t due = now + std::max<int64_t>(0, delay);
       if (due < d.last_due_ns) due = d.last_due_ns;  // keep the order packets came in
       d.last_due_ns = due;
-      d.queue.push_back(
-          Packet{due, std::vector<uint8_t>(buffers_[i].begin(), buffers_[i].begin() + len)});
-      d.queued_bytes += len;
+      if (whole) {
+        d.queue.push_back(Packet{due, std::vector<uint8_t>(frame, frame + len)});
+        d.queued_bytes += len;
+      } else {
+        for (std::vector<uint8_t>& seg : split_) {
+          d.queued_bytes += seg.size();
+          d.queue.push_back(Packet{due, std::move(seg)});
+        }
+      }
     }
     return true;
   }
@@ -287,6 +312,8 @@ class Relay {
   std::mt19937_64 rng_;
   std::uniform_real_distribution<double> uniform_{0.0, 1.0};
   std::vector<std::vector<uint8_t>> buffers_;
+  std::vector<bool> keep_;                   // per segment of the packet at hand
+  std::vector<std::vector<uint8_t>> split_;  // its kept segments, when split
   Direction dirs_[2];
 };
 
