@@ -76,8 +76,20 @@ bool Membership::IsAlive(const PeerId& peer, int64_t now_ms) const {
   auto it = peers_.find(peer);
   if (it == peers_.end()) return false;
   const PeerInfo& p = it->second;
-  return p.last_heard_ms >= 0 && now_ms - p.last_heard_ms <= cfg_.peer_timeout_ms &&
-         !p.link_broken && now_ms >= p.unresponsive_until_ms;
+  const int64_t timeout_ms = p.timeout_ms >= 0 ? p.timeout_ms : cfg_.peer_timeout_ms;
+  return p.last_heard_ms >= 0 && now_ms - p.last_heard_ms <= timeout_ms && !p.link_broken &&
+         now_ms >= p.unresponsive_until_ms;
+}
+
+void Membership::SetPeerTimeout(const PeerId& peer, int64_t timeout_ms) {
+  auto it = peers_.find(peer);  // known peers only: an entry means "heard of"
+  if (it != peers_.end()) it->second.timeout_ms = timeout_ms;
+}
+
+int64_t Membership::PeerTimeoutMs(const PeerId& peer) const {
+  auto it = peers_.find(peer);
+  return it != peers_.end() && it->second.timeout_ms >= 0 ? it->second.timeout_ms
+                                                          : cfg_.peer_timeout_ms;
 }
 
 bool Membership::IsAliveMember(const PeerId& member, int64_t now_ms) const {

@@ -64,6 +64,7 @@
 //   installed the same view (compare View::Fingerprint in the ring handshake).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -88,6 +89,20 @@ struct MembershipConfig {
   StateVersion initial_state;          // what this peer holds at start
   int64_t refusal_ttl_ms = 15000;      // a refusal for other settings counts this long
 };
+
+// How long a peer may stay silent before it is suspected, adapted to its link: the
+// heartbeat interval plus 7 kernel retransmission timeouts (a heartbeat segment lost
+// three times in a row is resent after 1 + 2 + 4 RTOs: exponential backoff), within
+// [floor_ms (--peer-timeout), max(cap_ms, floor_ms)]. rto_ms < 0 (unknown) gives floor_ms.
+// At 100 ms RTT the kernel's RTO is ~300 ms: 300 + 7 * 300 = 2.4 s, so the 3 s floor
+// holds; at 300 ms RTT with jitter (RTO ~600 ms) 4.5 s; a dead peer is suspected within
+// the cap (10 s by default) on any link.
+inline int64_t AdaptivePeerTimeoutMs(int64_t rto_ms, int64_t heartbeat_interval_ms,
+                                     int64_t floor_ms, int64_t cap_ms = 10000) {
+  if (rto_ms < 0) return floor_ms;
+  const int64_t want = heartbeat_interval_ms + 7 * rto_ms;
+  return std::min(std::max(want, floor_ms), std::max(cap_ms, floor_ms));
+}
 
 struct Outgoing {
   PeerId to;
@@ -162,6 +177,10 @@ class Membership {
   const std::string& pause_reason() const { return pause_reason_; }
   uint64_t envelope_epoch() const;  // max(installed, promised)
   bool IsAlive(const PeerId& peer, int64_t now_ms) const;
+  // This peer's silence limit from now on (AdaptivePeerTimeoutMs); until set, and for
+  // unknown peers, cfg.peer_timeout_ms.
+  void SetPeerTimeout(const PeerId& peer, int64_t timeout_ms);
+  int64_t PeerTimeoutMs(const PeerId& peer) const;
   // IsAlive, or a member of the installed view not heard from yet within
   // peer_timeout_ms of the install (a new member's links are still connecting).
   bool IsAliveMember(const PeerId& member, int64_t now_ms) const;
@@ -172,6 +191,7 @@ class Membership {
     int64_t last_heard_ms = -1;  // -1: never
     bool link_broken = false;    // since the last admitted message
     int64_t unresponsive_until_ms = -1;
+    int64_t timeout_ms = -1;  // -1: cfg_.peer_timeout_ms
     bool have_heartbeat = false;
     Heartbeat last_heartbeat;
   };

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
@@ -41,6 +42,8 @@ struct MembershipService::OutLink {
   uint64_t report_version_sent = 0;  // local_report_version_ last attached
   int64_t report_sent_ms = -1;
   std::deque<std::pair<int64_t, Envelope>> queued;  // (ms, envelope) sent while no link was up
+  int64_t timeout_checked_ms = -1;  // when the peer's failure timeout was last adapted
+  int64_t timeout_logged_ms = -1;   // the timeout last logged (when above --peer-timeout)
 };
 
 struct MembershipService::InLink {
@@ -467,6 +470,21 @@ void MembershipService::PumpLinks(int64_t now_ms) {
                options_.peer_timeout_ms);
       o->link.reset();
       o->dial_after_ms = now_ms;
+    }
+    // Once a second: the peer's silence limit follows this link's retransmission timeout
+    // (membership.h, AdaptivePeerTimeoutMs): long, jittery round trips need longer.
+    if (o->link && now_ms - o->timeout_checked_ms >= 1000) {
+      o->timeout_checked_ms = now_ms;
+      const int64_t rto_ms = o->link->connection().KernelRtoMs();
+      const int64_t timeout_ms =
+          AdaptivePeerTimeoutMs(rto_ms, options_.heartbeat_interval_ms, options_.peer_timeout_ms);
+      membership_->SetPeerTimeout(peer, timeout_ms);
+      if (timeout_ms > options_.peer_timeout_ms &&
+          std::abs(timeout_ms - o->timeout_logged_ms) * 5 > timeout_ms) {
+        LogInfo("peer %s: failure timeout %.1f s (link retransmission timeout %d ms)", peer,
+                timeout_ms / 1000.0, rto_ms);
+        o->timeout_logged_ms = timeout_ms;
+      }
     }
     if (o->dialing && o->dialing->Wait(absl::ZeroDuration())) {
       absl::StatusOr<std::unique_ptr<net::Link>> link = o->dialing->Take();

@@ -14,8 +14,9 @@
 //      other pairs' streams on a shared pipe); the dialer tells the acceptor;
 //   3. bandwidth, each direction in turn, driven by the receiver: it requests a
 //      warm-up stream of `warmup_bytes`, then streams sized from the last rate so that
-//      their second half, the timed part, lasts about `stream_time` (at most 4x the one
-//      before, within [min_stream_bytes, max_stream_bytes]) until one is steady (its
+//      their second half, the timed part, lasts about `stream_time`, or 4 RTT if that
+//      is longer (delayed links; at most 4x the one before, within [min_stream_bytes,
+//      max_stream_bytes], the upper bound lifted to 256 MB for the RTT) until one is steady (its
 //      last quarter as fast as its second half, within 15%: no token-bucket burst ran
 //      out inside it) with a second half of at least 3/4 stream_time, or reaches
 //      max_stream_bytes (at most 8 per direction); the rate of that stream's second

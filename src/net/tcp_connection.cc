@@ -4,6 +4,8 @@
 // tcp_connection_asio.cc (handshake) and tcp_connection_threads.cc (afterwards).
 #include "net/tcp_connection.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -474,6 +476,7 @@ void TcpConnection::CloseSocket() {
   StopWorkers();
   {
     std::lock_guard<std::mutex> join_lock(join_mu_);
+    info_fd_.store(-1);
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
   }
@@ -481,6 +484,16 @@ void TcpConnection::CloseSocket() {
   socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);  // no-op once released
   socket_.close(ignored);
   MarkClosed();
+}
+
+int64_t TcpConnection::KernelRtoMs() const {
+  std::lock_guard<std::mutex> join_lock(join_mu_);  // the descriptor stays open meanwhile
+  const int fd = info_fd_.load();
+  if (fd < 0) return -1;
+  tcp_info info{};
+  socklen_t len = sizeof(info);
+  if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0) return -1;
+  return info.tcpi_rto / 1000;
 }
 
 void TcpConnection::MarkClosed() {

@@ -105,6 +105,10 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   void Fail(const absl::Status& status);
   void Close();  // Fail with "closed locally" without calling the error handler
   absl::Status status() const;
+  // The kernel's retransmission timeout of this connection (TCP_INFO tcpi_rto, ms: about
+  // RTT + 4 x its deviation, at least 200 ms), or -1 before the connection has its worker
+  // threads or after it closed. Any thread.
+  int64_t KernelRtoMs() const;
   std::string peer_name() const;
   int peer_rank() const { return peer_rank_.load(); }
   asio::ip::tcp::socket& socket() { return socket_; }  // io thread only
@@ -282,6 +286,7 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   // Worker threads. They hold no reference to the connection: its destructor (or
   // CloseSocket on the io thread) stops and joins them, so it never runs on them.
   int fd_ = -1;                       // the socket's descriptor, for the workers
+  std::atomic<int> info_fd_{-1};      // fd_ for KernelRtoMs: reset under join_mu_ before close
   asio::any_io_executor executor_;    // the io thread's, for the workers' posts
   bool writer_threaded_ = false;      // mu_: frames go to writer_, not the io thread
   bool switch_pending_ = false;       // mu_: the io thread hands over once not writing
@@ -292,7 +297,7 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   uint64_t batch_target_ = UINT64_MAX;
   std::condition_variable read_cv_;  // reader: reading resumed, or stopping
   std::thread reader_, writer_;
-  std::mutex join_mu_;  // serialises StopWorkers
+  mutable std::mutex join_mu_;  // serialises StopWorkers (and KernelRtoMs with the close)
 };
 
 // Used by both engines.

@@ -65,6 +65,7 @@ void TcpConnection::SwitchToWorkers() {
   switch_pending_ = false;
   executor_ = socket_.get_executor();
   fd_ = fd;
+  info_fd_.store(fd);
   // Blocking from now on: one system call per wake-up, no poll.
   const int flags = ::fcntl(fd_, F_GETFL, 0);
   if (flags >= 0) (void)::fcntl(fd_, F_SETFL, flags & ~O_NONBLOCK);

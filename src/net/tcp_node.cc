@@ -18,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "core/log.h"
 #include "net/frame_cipher.h"
+#include "net/socket_tuning.h"
 
 namespace rt::net {
 namespace {
@@ -33,17 +34,21 @@ int BufferBytes(const TcpNodeOptions& options, bool loopback) {
   return loopback ? options.loopback_socket_buffer_bytes : options.socket_buffer_bytes;
 }
 
-// Latency and throughput settings every ring socket gets.
-void ConfigureSocket(tcp::socket& s, int buffer_bytes) {
+// Congestion control matters on real links only (loopback has no loss and no queue).
+std::string Congestion(const TcpNodeOptions& options, bool loopback) {
+  return loopback ? std::string() : options.congestion_control;
+}
+
+// Latency and throughput settings every ring socket gets; `congestion` "" = the kernel's.
+void ConfigureSocket(tcp::socket& s, int buffer_bytes, const std::string& congestion) {
   asio::error_code ec;
   s.set_option(tcp::no_delay(true), ec);
   s.set_option(asio::socket_base::keep_alive(true), ec);
-  if (buffer_bytes > 0) {
-    s.set_option(asio::socket_base::send_buffer_size(buffer_bytes), ec);
-    s.set_option(asio::socket_base::receive_buffer_size(buffer_bytes), ec);
-  }
-  // Dead peers behind silent links are found in ~1 minute even without heartbeats.
   int fd = s.native_handle();
+  TuneSocketBuffers(fd,
+                    buffer_bytes);  // socket_tuning.h: explicit only where that beats autotuning
+  SetCongestionControl(fd, congestion);
+  // Dead peers behind silent links are found in ~1 minute even without heartbeats.
   int idle = 30, interval = 10, count = 3;
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval));
@@ -416,7 +421,8 @@ struct Dial : std::enable_shared_from_this<Dial> {
     socket = std::make_unique<tcp::socket>(node->impl_->dial_context());
     socket->open(ep.protocol(), ec);
     if (ec) return Retry("socket: " + ec.message());
-    ConfigureSocket(*socket, BufferBytes(node->options(), host.is_loopback));
+    ConfigureSocket(*socket, BufferBytes(node->options(), host.is_loopback),
+                    Congestion(node->options(), host.is_loopback));
     auto self = shared_from_this();
     timer.expires_after(
         std::min<std::chrono::nanoseconds>(std::chrono::seconds(3), Until(deadline)));
@@ -714,11 +720,8 @@ absl::Status TcpNode::Listen() {
   if (!ec && ep.protocol() == tcp::v6() && !exact) acc.set_option(asio::ip::v6_only(false), ec);
   // A loopback listener only ever accepts loopback peers.
   const int buffer_bytes = BufferBytes(options_, exact);
-  if (!ec && buffer_bytes > 0) {
-    // Set before listen() so accepted sockets inherit it (and a matching window scale).
-    acc.set_option(asio::socket_base::receive_buffer_size(buffer_bytes), ec);
-    acc.set_option(asio::socket_base::send_buffer_size(buffer_bytes), ec);
-  }
+  // Set before listen() so accepted sockets inherit it (and a matching window scale).
+  if (!ec) TuneSocketBuffers(acc.native_handle(), buffer_bytes);
   if (!ec) acc.bind(ep, ec);
   if (ec == asio::error::address_in_use) {
     return absl::UnavailableError(absl::StrFormat(
@@ -749,7 +752,8 @@ void TcpNode::OnIncoming(tcp::socket socket) {
   asio::error_code ec;
   tcp::endpoint remote = socket.remote_endpoint(ec);
   const std::string from = ec ? std::string("unknown address") : EndpointString(remote);
-  ConfigureSocket(socket, BufferBytes(options_, !ec && remote.address().is_loopback()));
+  const bool loopback = !ec && remote.address().is_loopback();
+  ConfigureSocket(socket, BufferBytes(options_, loopback), Congestion(options_, loopback));
   auto conn =
       std::make_shared<TcpConnection>(std::move(socket), "connection from " + from, options_.link);
   // Runs on the accepted socket's io thread: post there.

@@ -33,8 +33,11 @@ class NetnsCluster {
 
   const RunResult& up_result() const { return up_; }
   std::string hosts() const { return dir_ + "/hosts"; }
+  std::string dir() const { return dir_; }
+  const std::string& prefix() const { return prefix_; }
   std::vector<std::string> Env() const {
-    return {"RT_NETNS_PREFIX=" + prefix_, "RT_NETNS_DIR=" + dir_};
+    return {"RT_NETNS_PREFIX=" + prefix_, "RT_NETNS_DIR=" + dir_,
+            std::string("NETEM_RELAY=") + NETEM_RELAY_BINARY};
   }
   // Name of peer i's network namespace (for `ip netns exec NAME cmd`).
   std::string Namespace(int i) const { return prefix_ + std::to_string(i); }

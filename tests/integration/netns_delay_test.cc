@@ -1,0 +1,124 @@
+// The netns test bed's delayed links (tools/netns-cluster --delay/--jitter/--loss, which
+// start tools/netem/relay.cc on each link): 2 peers at 100 Mbit/s, 40 ms one-way delay,
+// 4 ms jitter, 1% loss one way. Measured with tools/netem/probe.cc (no `ping` here):
+// UDP echoes (RTT within 10% of the 80 ms set, never below what the jitter allows; loss
+// of round trips within a factor 2 of the expected 2%), and one TCP stream (goodput
+// within 10% of what 100 Mbit/s carries at MTU 1500; the RTT TCP itself measures is the
+// delayed one, i.e. packets, not connections, are delayed). Then `down` must leave no
+// relay process and no namespace. Root and `ip netns` only: otherwise it exits 77
+// (ctest: skipped). Bounded: ~25 s; the cluster is torn down also when a check fails.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "cli_runner.h"
+#include "netns_cluster.h"
+#include "process_group.h"
+
+namespace {
+
+using rt::integration::JsonNumber;
+using rt::integration::LastLineWithPrefix;
+using rt::integration::NetnsCluster;
+using rt::integration::NetnsUnavailable;
+using rt::integration::ProcessGroup;
+using rt::integration::ReadFile;
+using rt::integration::RunCommand;
+using rt::integration::RunResult;
+using rt::integration::TempDir;
+
+// Pids in the cluster's relay<i>.pid files.
+std::vector<int> RelayPids(const NetnsCluster& cluster, int peers) {
+  std::vector<int> pids;
+  for (int i = 0; i < peers; ++i)
+    pids.push_back(
+        std::atoi(ReadFile(cluster.dir() + "/relay" + std::to_string(i) + ".pid").c_str()));
+  return pids;
+}
+
+}  // namespace
+
+TEST_CASE("netns delayed links: RTT, goodput and loss as set, and down removes the relays") {
+  TempDir tmp;
+  const std::string why = NetnsUnavailable(tmp);
+  if (!why.empty()) {
+    MESSAGE("SKIPPED netns delayed-link test: " << why << " (needs root and ip netns)");
+    std::exit(77);
+  }
+  std::vector<int> relay_pids;
+  std::string prefix;
+  {
+    NetnsCluster cluster(tmp, "dl",
+                         {"2", "--rate", "100mbit", "--delay", "40ms", "--jitter", "4ms", "--loss",
+                          "1%", "--port", "32100"});
+    INFO("netns-cluster up:\n", cluster.up_result().out, cluster.up_result().err);
+    REQUIRE(cluster.up_result().exit_code == 0);
+    prefix = cluster.prefix();
+    relay_pids = RelayPids(cluster, 2);
+    for (int pid : relay_pids) REQUIRE(pid > 0);
+
+    ProcessGroup servers(tmp.path());
+    servers.Start(
+        cluster.Exec(1, {NETEM_PROBE_BINARY, "udp-echo", "--port", "32101", "--seconds", "20"}),
+        cluster.Env());
+    servers.Start(
+        cluster.Exec(1, {NETEM_PROBE_BINARY, "tcp-sink", "--port", "32102", "--seconds", "30"}),
+        cluster.Env());
+    usleep(300 * 1000);
+
+    // 1500 echoes 4 ms apart (~6 s): the interval is at least the jitter's width, so
+    // keeping packets in order does not lift the mean (see relay.cc).
+    RunResult udp =
+        RunCommand(cluster.Exec(0, {NETEM_PROBE_BINARY, "udp-rtt", "--to", "10.77.0.2:32101",
+                                    "--count", "1500", "--interval", "4ms"}),
+                   tmp.path(), 60, cluster.Env());
+    INFO("udp-rtt:\n", udp.out, udp.err);
+    REQUIRE(udp.exit_code == 0);
+    const std::string u = LastLineWithPrefix(udp.out, "{");
+    REQUIRE(!u.empty());
+    MESSAGE("udp-rtt: " << u);
+    const double rtt_set_ms = 80;
+    CHECK(JsonNumber(u, "rtt_ms_p50") >= 0.9 * rtt_set_ms);
+    CHECK(JsonNumber(u, "rtt_ms_p50") <= 1.1 * rtt_set_ms);
+    CHECK(JsonNumber(u, "rtt_ms_mean") >= 0.9 * rtt_set_ms);
+    CHECK(JsonNumber(u, "rtt_ms_mean") <= 1.1 * rtt_set_ms);
+    // Four relay passes, each within +-2 ms of 20 ms: no round trip under 72 ms.
+    CHECK(JsonNumber(u, "rtt_ms_min") >= 71.5);
+    // A round trip is lost with probability 1 - (1 - 1%)^2 ~= 2%.
+    const double expected_loss = 1 - 0.99 * 0.99;
+    CHECK(JsonNumber(u, "loss") >= expected_loss / 2);
+    CHECK(JsonNumber(u, "loss") <= expected_loss * 2);
+
+    RunResult tcp =
+        RunCommand(cluster.Exec(0, {NETEM_PROBE_BINARY, "tcp-send", "--to", "10.77.0.2:32102",
+                                    "--seconds", "8", "--cc", "bbr"}),
+                   tmp.path(), 60, cluster.Env());
+    INFO("tcp-send:\n", tcp.out, tcp.err);
+    REQUIRE(tcp.exit_code == 0);
+    const std::vector<RunResult> done = servers.WaitAll(30);
+    INFO("tcp-sink:\n", done[1].out, done[1].err);
+    REQUIRE(done[1].exit_code == 0);
+    const std::string send = LastLineWithPrefix(tcp.out, "{");
+    const std::string sink = LastLineWithPrefix(done[1].out, "{");
+    REQUIRE(!send.empty());
+    REQUIRE(!sink.empty());
+    MESSAGE("tcp-send: " << send << "\ntcp-sink: " << sink);
+    // TCP's own RTT estimate includes the delay: it sees the packets' delay.
+    CHECK(JsonNumber(send, "min_rtt_ms") >= 0.9 * rtt_set_ms);
+    CHECK(JsonNumber(send, "min_rtt_ms") <= 1.1 * rtt_set_ms);
+    // 100 Mbit/s of Ethernet frames carries 1448 payload bytes per 1514-byte frame.
+    const double payload_mbit = 100.0 * 1448 / 1514;
+    CHECK(JsonNumber(sink, "mbit_s_steady") >= 0.9 * payload_mbit);
+    CHECK(JsonNumber(sink, "mbit_s_steady") <= 1.05 * payload_mbit);
+  }
+  // `down` (the destructor) stopped every relay and deleted every namespace.
+  // (A zombie not yet reaped by init has an empty cmdline: it counts as gone.)
+  for (int pid : relay_pids)
+    CHECK(ReadFile("/proc/" + std::to_string(pid) + "/cmdline").find("netem-relay") ==
+          std::string::npos);
+  RunResult ns = RunCommand({"/bin/sh", "-c", "ip netns list | grep -c '^" + prefix + "' || true"},
+                            tmp.path(), 20);
+  CHECK(std::atoi(ns.out.c_str()) == 0);
+}
