@@ -249,7 +249,7 @@ struct Handshake : std::enable_shared_from_this<Handshake> {
                           "%s claims this peer's own endpoint %s", peer, hello->endpoint)),
                       "you claim my endpoint");
       }
-      observer = !dialer && hello->endpoint.empty() && hello->channel == kObserverChannel;
+      observer = !dialer && hello->endpoint.empty() && IsObserverChannel(hello->channel);
       if (!dialer && known < 0 && !observer) {
         // Unlisted: refused before the proof, so nothing is learned either way.
         const std::string why = absl::StrFormat(
@@ -299,8 +299,8 @@ struct Handshake : std::enable_shared_from_this<Handshake> {
         return Refuse(conn, same, kFingerprintDiffers);
       }
     }
-    conn->Establish(peer_rank,
-                    observer ? "status client " + conn->peer_name() : node.PeerName(peer_rank));
+    const char* client = channel == kDataFetchChannel ? "data client " : "status client ";
+    conn->Establish(peer_rank, observer ? client + conn->peer_name() : node.PeerName(peer_rank));
     Finish(absl::OkStatus(), conn);
   }
 
@@ -362,6 +362,7 @@ struct TcpNode::Impl {
   std::map<int, std::string> refusals;    // rank -> why its last attempt was refused
   std::set<std::string> unlisted_warned;  // unlisted endpoints already logged as warnings
   std::function<void(std::shared_ptr<TcpConnection>)> observer_handler;
+  std::function<void(std::shared_ptr<TcpConnection>)> data_fetch_handler;
   std::map<std::string, FingerprintMismatch> mismatches;          // by endpoint
   std::set<std::pair<std::string, std::string>> mismatch_warned;  // (endpoint, difference)
 
@@ -506,6 +507,11 @@ TcpNode::~TcpNode() {
 void TcpNode::SetObserverHandler(std::function<void(std::shared_ptr<TcpConnection>)> handler) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->observer_handler = std::move(handler);
+}
+
+void TcpNode::SetDataFetchHandler(std::function<void(std::shared_ptr<TcpConnection>)> handler) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->data_fetch_handler = std::move(handler);
 }
 
 std::string TcpNode::RefusalFor(int rank) const {
@@ -771,7 +777,7 @@ void TcpNode::OnHandshakeDone(const absl::Status& st, const std::shared_ptr<TcpC
     std::function<void(std::shared_ptr<TcpConnection>)> handler;
     {
       std::lock_guard<std::mutex> lock(impl_->mu);
-      handler = impl_->observer_handler;
+      handler = channel == kDataFetchChannel ? impl_->data_fetch_handler : impl_->observer_handler;
     }
     if (handler) {
       handler(conn);
