@@ -182,15 +182,15 @@ absl::Status DataServer::SendFile(net::TcpConnection& conn, const std::string& f
       st = refuse("stalled: this peer's own fetch of it made no progress");
       break;
     }
-    if (fd < 0 || v.path != fd_path) {
+    if (fd < 0 || (v.path != fd_path && !v.whole)) {
       if (fd >= 0) close(fd);
       fd = open(v.path.c_str(), O_RDONLY | O_CLOEXEC);
       fd_path = v.path;
       if (fd < 0) {
-        // Renamed from .part to its final name between the view and the open: look again.
-        v = data_->WaitFor(file, pos, options_.stall);
-        fd = open(v.path.c_str(), O_RDONLY | O_CLOEXEC);
-        fd_path = v.path;
+        // Renamed from .part to its final name between the view and the open (the
+        // fetcher renames before it says the file is whole): the same bytes are there.
+        fd_path = absl::StrCat(data_->dir(), "/", file);
+        fd = open(fd_path.c_str(), O_RDONLY | O_CLOEXEC);
       }
       if (fd < 0) {
         st = refuse(

@@ -1,6 +1,7 @@
 // What this peer holds of the data directory (see local_data.h).
 #include "fetch/local_data.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -195,6 +196,15 @@ absl::Status LocalData::MarkCompleteLocked() {
     if (!state_[f.name].whole) {
       return absl::FailedPreconditionError(absl::StrCat(f.name, " is not whole yet"));
     }
+  }
+  // Every file on disk before the manifest that declares the directory complete.
+  for (const DataFile& f : files_) {
+    const std::string path = absl::StrCat(dir_, "/", f.name);
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return data::ErrnoStatus(errno, "open " + path);
+    absl::Status synced = data::SyncFd(fd, path);
+    close(fd);
+    if (!synced.ok()) return synced;
   }
   if (absl::Status st = data::WriteManifest(dir_, *manifest_); !st.ok()) return st;
   // WriteManifest serialises; the bytes received must be kept exactly (the data

@@ -11,7 +11,8 @@
 // .part file is then cut to BYTES (bytes written after the last record are dropped).
 // Anything else starts from 0, and Open() says why in *note. The whole file is checked
 // against the manifest only in Finish() (the manifest has one checksum per file), which
-// renames it to DIR/NAME (fsynced) and removes the record.
+// renames it to DIR/NAME and removes the record (not fsynced: LocalData syncs every
+// file once, before it writes the manifest).
 #pragma once
 
 #include <cstdint>
