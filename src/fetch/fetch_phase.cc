@@ -51,10 +51,9 @@ absl::Status RunFetchPhase(const FetchPhaseOptions& o, FetchReport* report) {
   no.secret = o.secret;
   no.encrypt = o.encrypt;
   no.cluster_id = o.cluster_id;
-  // Only data-fetch clients (observers: no fingerprint compared) are served here. A
-  // ring peer that dials this port meanwhile is refused as differing, and the
-  // difference it logs says why.
-  no.fingerprint = {{"data", "none yet: this peer is fetching its data directory from peers"}};
+  // Only data-fetch clients (observers: no fingerprint compared) are served here; a
+  // ring peer that dials this port meanwhile is told to retry later.
+  no.observers_only = true;
   absl::StatusOr<std::shared_ptr<net::TcpNode>> node = net::TcpNode::Start(std::move(no));
   if (!node.ok()) return node.status();
   DataServer server(*node, *data);

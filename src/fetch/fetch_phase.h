@@ -7,9 +7,10 @@
 // peer of the hosts file has the data), and `ringtrain train --hosts` when its data
 // directory is incomplete (the phase, then the ring; a training peer serves its data
 // on the ring port from then on: see src/cli/train.cc). The phase listens on this
-// peer's hosts-file port with a node of its own (no ring is formed, no fingerprint is
-// compared: a peer without data has none), and closes it before the ring's node binds
-// the same port.
+// peer's hosts-file port with a node of its own that answers data-fetch clients only
+// (net::TcpNodeOptions::observers_only: a peer without data has no fingerprint to
+// compare; ring peers dialing it are told to retry), and closes it before the ring's
+// node binds the same port.
 #pragma once
 
 #include <string>

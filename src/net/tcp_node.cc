@@ -257,6 +257,11 @@ struct Handshake : std::enable_shared_from_this<Handshake> {
             hello->endpoint, kNotListed, node.self_endpoint());
         return Refuse(conn, absl::UnavailableError(peer + " claims to be " + why), why);
       }
+      if (!dialer && opt.observers_only && !observer) {
+        const std::string why = absl::StrFormat("%s %s from peers; it joins the ring when done",
+                                                node.self_endpoint(), kStillFetchingData);
+        return Refuse(conn, absl::UnavailableError(why), why);
+      }
       peer_rank = dialer ? expected_rank : observer ? kObserverRank : known;
       if (!dialer) channel = hello->channel;
       peer_hello = std::move(payload);
@@ -448,7 +453,8 @@ struct Dial : std::enable_shared_from_this<Dial> {
             return;
           }
           // Not listed (yet) by the acceptor: it may be once its hosts file is agreed.
-          if (IsFatal(st) && !absl::StrContains(st.message(), kNotListed)) {
+          if (IsFatal(st) && !absl::StrContains(st.message(), kNotListed) &&
+              !absl::StrContains(st.message(), kStillFetchingData)) {
             if (!IsMismatch(st)) LogError("%s", std::string(st.message()));
             self->pending->Fulfil(st);
             return;
@@ -801,7 +807,7 @@ void TcpNode::OnHandshakeDone(const absl::Status& st, const std::shared_ptr<TcpC
   if (!st.ok()) {
     // An unlisted peer retries about once a second: warn once per endpoint.
     const bool unlisted = rank < 0 && absl::IsUnavailable(st) && !claimed_endpoint.empty();
-    if (IsMismatch(st)) {
+    if (IsMismatch(st) || options_.observers_only) {
       LogDebug("refused connection from %s: %s", from, std::string(st.message()));
     } else if (!unlisted || impl_->unlisted_warned.insert(claimed_endpoint).second) {
       LogWarning("refused connection from %s%s: %s", from,

@@ -80,7 +80,14 @@ struct TcpNodeOptions {
   // Tests: dial the peer whose endpoint is `first` at `second` instead ("HOST:PORT" of
   // a relay that forwards to it). Empty: $RINGTRAIN_TEST_DIAL_VIA, "E=A,E=A", if set.
   std::vector<std::pair<std::string, std::string>> dial_via;
+  // Serve observers only (a peer's data phase, src/fetch/fetch_phase.h: it has no data
+  // fingerprint yet). Ring peers that dial it are refused before the proof with a
+  // reason containing kStillFetchingData, on which dialers keep retrying quietly, and
+  // nothing is recorded as a fingerprint mismatch on either side.
+  bool observers_only = false;
 };
+
+inline constexpr char kStillFetchingData[] = "is still fetching its data directory";
 
 class TcpNode;
 

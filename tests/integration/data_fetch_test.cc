@@ -187,8 +187,9 @@ TEST_CASE("data fetch: killed with -9, fetch-data resumes where it stopped") {
     REQUIRE(static_cast<bool>(in >> head >> version >> name >> size >> had));
   }
   REQUIRE(had >= (2u << 20));
+  // Serving (the default) until the holder has seen it complete, so the holder ends too.
   RunResult again = RunRingtrain({"fetch-data", "--hosts", hosts, "--rank=1", "--data", tmp / "new",
-                                  "--fetch-wait=60", "--serve=false"},
+                                  "--fetch-wait=60"},
                                  tmp.path(), 60);
   INFO(again.err);
   REQUIRE(again.exit_code == 0);
