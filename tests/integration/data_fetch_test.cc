@@ -188,9 +188,9 @@ TEST_CASE("data fetch: killed with -9, fetch-data resumes where it stopped") {
   }
   REQUIRE(had >= (2u << 20));
   // Serving (the default) until the holder has seen it complete, so the holder ends too.
-  RunResult again = RunRingtrain({"fetch-data", "--hosts", hosts, "--rank=1", "--data", tmp / "new",
-                                  "--fetch-wait=60"},
-                                 tmp.path(), 60);
+  RunResult again = RunRingtrain(
+      {"fetch-data", "--hosts", hosts, "--rank=1", "--data", tmp / "new", "--fetch-wait=60"},
+      tmp.path(), 60);
   INFO(again.err);
   REQUIRE(again.exit_code == 0);
   CHECK(Contains(again.err, "resuming at byte " + std::to_string(had)));
