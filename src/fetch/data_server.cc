@@ -54,7 +54,6 @@ DataServer::DataServer(std::shared_ptr<net::TcpNode> node, std::shared_ptr<Local
 
 DataServer::~DataServer() {
   node_->SetDataFetchHandler(nullptr);
-  std::list<Client> clients;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
