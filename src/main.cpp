@@ -23,9 +23,10 @@
 namespace {
 
 std::vector<const rt::cli::Subcommand*> AllSubcommands() {
-  return {&rt::cli::PrepareSubcommand(), &rt::cli::TrainSubcommand(), &rt::cli::EvalSubcommand(),
-          &rt::cli::SampleSubcommand(),  &rt::cli::PlanSubcommand(),  &rt::cli::BenchSubcommand(),
-          &rt::cli::StatusSubcommand(),  &rt::cli::PlotSubcommand(),  &rt::cli::ExportSubcommand()};
+  return {&rt::cli::PrepareSubcommand(),  &rt::cli::TrainSubcommand(), &rt::cli::EvalSubcommand(),
+          &rt::cli::SampleSubcommand(),   &rt::cli::PlanSubcommand(),  &rt::cli::BenchSubcommand(),
+          &rt::cli::StatusSubcommand(),   &rt::cli::PlotSubcommand(),  &rt::cli::ExportSubcommand(),
+          &rt::cli::FetchDataSubcommand()};
 }
 
 // To stdout for --help; to stderr (exit 2) when the command is missing.

@@ -36,5 +36,6 @@ const Subcommand& BenchSubcommand();
 const Subcommand& StatusSubcommand();
 const Subcommand& PlotSubcommand();
 const Subcommand& ExportSubcommand();
+const Subcommand& FetchDataSubcommand();
 
 }  // namespace rt::cli

@@ -14,12 +14,16 @@
 #include "absl/strings/str_join.h"
 #include "ckpt/peer_marker.h"
 #include "cli/common_flags.h"
+#include "cli/fetch_setup.h"
 #include "cli/subcommand.h"
 #include "cluster/membership_service.h"
 #include "core/crc32c.h"
 #include "core/log.h"
 #include "core/status_macros.h"
 #include "data/token_dataset.h"
+#include "fetch/data_server.h"
+#include "fetch/fetch_phase.h"
+#include "fetch/local_data.h"
 #include "model/matmul_speed.h"
 #include "model/onednn_isa.h"
 #include "model/param_layout.h"
@@ -178,11 +182,32 @@ absl::StatusOr<std::function<bool(const cluster::PeerId&)>> WatchSharedCkptDir(
 
 // The elastic ring of --hosts: a node with a fingerprint of everything every peer
 // must agree on, the membership (started by the trainer once its state is loaded)
-// and, per view, a RingGradientReducer. Data problems are reported here, before any
-// peer is contacted. Sets c->global_batch (default: batch * accum * hosts).
+// and, per view, a RingGradientReducer. Sets c->global_batch (default: batch * accum *
+// hosts).
+//
+// Data from peers: a --data directory that is missing or incomplete is fetched first
+// (fetch/fetch_phase.h: a phase of its own on this peer's port, before the ring's node
+// exists, because the ring's handshake compares data fingerprints and this peer has
+// none yet). Once the ring's node listens, *data_server serves this peer's complete
+// copy on it (kDataFetchChannel) to peers fetching later, for as long as it lives.
+// Other data problems are reported before any peer is contacted.
 absl::StatusOr<std::unique_ptr<train::ElasticReducer>> JoinTrainCluster(
-    train::TrainConfig* c, std::shared_ptr<observe::StatusBoard> board) {
+    train::TrainConfig* c, std::shared_ptr<observe::StatusBoard> board,
+    std::unique_ptr<fetch::DataServer>* data_server) {
   RETURN_IF_ERROR(c->Validate());
+  ASSIGN_OR_RETURN(net::RingSetup setup, RingSetupFromFlags(kTrainClusterId));
+  if (!fetch::DataDirComplete(c->data_dir)) {
+    LogInfo("--data %s is missing or incomplete: fetching it from the peers first", c->data_dir);
+    ASSIGN_OR_RETURN(fetch::FetchPhaseOptions fetch_options,
+                     FetchPhaseOptionsFrom(setup, c->data_dir));
+    fetch::FetchReport report;
+    const absl::Status fetched = fetch::RunFetchPhase(fetch_options, &report);
+    LogFetchReport(report);
+    if (!fetched.ok()) {
+      return absl::Status(fetched.code(),
+                          absl::StrCat("--data ", c->data_dir, ": ", fetched.message()));
+    }
+  }
   absl::StatusOr<data::TokenDataset> opened = data::TokenDataset::Open(c->data_dir, "train");
   if (!opened.ok()) {
     return absl::Status(opened.status().code(),
@@ -201,7 +226,6 @@ absl::StatusOr<std::unique_ptr<train::ElasticReducer>> JoinTrainCluster(
     return absl::InvalidArgumentError(
         absl::StrFormat("--peer-timeout must be in [0.1, 3600] seconds, got %g", peer_timeout_s));
   }
-  ASSIGN_OR_RETURN(net::RingSetup setup, RingSetupFromFlags("ringtrain-train"));
   const int check_every = absl::GetFlag(FLAGS_check_every);
   if (check_every < 0) return absl::InvalidArgumentError("--check-every must be >= 0");
   train::RingReducerOptions ring_options;
@@ -265,6 +289,9 @@ absl::StatusOr<std::unique_ptr<train::ElasticReducer>> JoinTrainCluster(
       {"outer", c->round.enabled() ? c->round.ToString() : "per-step sync"},
   };
   ASSIGN_OR_RETURN(std::shared_ptr<net::TcpNode> node, StartTrainNode(setup));
+  ASSIGN_OR_RETURN(std::shared_ptr<fetch::LocalData> local_data,
+                   fetch::LocalData::Open(c->data_dir));
+  *data_server = std::make_unique<fetch::DataServer>(node, std::move(local_data));
 
   ring_options.buckets.bucket_bytes = bucket_bytes;
   for (const model::TensorView& t : layout.tensors()) {
@@ -438,6 +465,8 @@ int RunTrain(const std::vector<std::string>& positional) {
   absl::Status status;
   if (c.precision == model::Precision::kBf16) status = CheckBf16Speed();
   std::unique_ptr<train::GradientReducer> reducer;
+  // Serves this peer's data to peers fetching theirs, as long as the ring's node lives.
+  std::unique_ptr<fetch::DataServer> data_server;
   // SIGTERM/SIGINT stop cleanly after the step in flight, with a checkpoint: alone
   // as in a ring.
   train::InstallStopSignalHandlers();
@@ -446,7 +475,8 @@ int RunTrain(const std::vector<std::string>& positional) {
   } else if (!ring) {
     reducer = std::make_unique<train::LocalGradientReducer>(/*watch_signals=*/true);
   } else {
-    absl::StatusOr<std::unique_ptr<train::ElasticReducer>> elastic = JoinTrainCluster(&c, board);
+    absl::StatusOr<std::unique_ptr<train::ElasticReducer>> elastic =
+        JoinTrainCluster(&c, board, &data_server);
     status = elastic.status();
     if (status.ok()) {
       if (!c.metrics_path.empty()) {
@@ -485,7 +515,7 @@ std::vector<std::string> TrainFlagNames() {
   for (const char* n :
        {"data", "ckpt_dir", "metrics", "eval_every", "eval_batches", "ckpt_every", "ckpt_minutes",
         "keep", "resume", "check_every", "global_batch", "balance", "max_skew", "peer_timeout",
-        "min_peers", "ckpt_shared", "http", "events", "zero"}) {
+        "min_peers", "ckpt_shared", "http", "events", "zero", "fetch_wait"}) {
     names.push_back(n);
   }
   for (const std::string& n : RingFlagNames()) names.push_back(n);

@@ -254,13 +254,18 @@ struct Handshake : std::enable_shared_from_this<Handshake> {
                           "%s claims this peer's own endpoint %s", peer, hello->endpoint)),
                       "you claim my endpoint");
       }
-      observer = !dialer && hello->endpoint.empty() && hello->channel == kObserverChannel;
+      observer = !dialer && hello->endpoint.empty() && IsObserverChannel(hello->channel);
       if (!dialer && known < 0 && !observer) {
         // Unlisted: refused before the proof, so nothing is learned either way.
         const std::string why = absl::StrFormat(
             "%s %s %s: copy the edited hosts file to every peer and signal them (SIGHUP)",
             hello->endpoint, kNotListed, node.self_endpoint());
         return Refuse(conn, absl::UnavailableError(peer + " claims to be " + why), why);
+      }
+      if (!dialer && opt.observers_only && !observer) {
+        const std::string why = absl::StrFormat("%s %s from peers; it joins the ring when done",
+                                                node.self_endpoint(), kStillFetchingData);
+        return Refuse(conn, absl::UnavailableError(why), why);
       }
       peer_rank = dialer ? expected_rank : observer ? kObserverRank : known;
       if (!dialer) channel = hello->channel;
@@ -304,8 +309,8 @@ struct Handshake : std::enable_shared_from_this<Handshake> {
         return Refuse(conn, same, kFingerprintDiffers);
       }
     }
-    conn->Establish(peer_rank,
-                    observer ? "status client " + conn->peer_name() : node.PeerName(peer_rank));
+    const char* client = channel == kDataFetchChannel ? "data client " : "status client ";
+    conn->Establish(peer_rank, observer ? client + conn->peer_name() : node.PeerName(peer_rank));
     Finish(absl::OkStatus(), conn);
   }
 
@@ -367,6 +372,7 @@ struct TcpNode::Impl {
   std::map<int, std::string> refusals;    // rank -> why its last attempt was refused
   std::set<std::string> unlisted_warned;  // unlisted endpoints already logged as warnings
   std::function<void(std::shared_ptr<TcpConnection>)> observer_handler;
+  std::function<void(std::shared_ptr<TcpConnection>)> data_fetch_handler;
   std::map<std::string, FingerprintMismatch> mismatches;          // by endpoint
   std::set<std::pair<std::string, std::string>> mismatch_warned;  // (endpoint, difference)
 
@@ -453,7 +459,8 @@ struct Dial : std::enable_shared_from_this<Dial> {
             return;
           }
           // Not listed (yet) by the acceptor: it may be once its hosts file is agreed.
-          if (IsFatal(st) && !absl::StrContains(st.message(), kNotListed)) {
+          if (IsFatal(st) && !absl::StrContains(st.message(), kNotListed) &&
+              !absl::StrContains(st.message(), kStillFetchingData)) {
             if (!IsMismatch(st)) LogError("%s", std::string(st.message()));
             self->pending->Fulfil(st);
             return;
@@ -512,6 +519,11 @@ TcpNode::~TcpNode() {
 void TcpNode::SetObserverHandler(std::function<void(std::shared_ptr<TcpConnection>)> handler) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->observer_handler = std::move(handler);
+}
+
+void TcpNode::SetDataFetchHandler(std::function<void(std::shared_ptr<TcpConnection>)> handler) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->data_fetch_handler = std::move(handler);
 }
 
 std::string TcpNode::RefusalFor(int rank) const {
@@ -775,7 +787,7 @@ void TcpNode::OnHandshakeDone(const absl::Status& st, const std::shared_ptr<TcpC
     std::function<void(std::shared_ptr<TcpConnection>)> handler;
     {
       std::lock_guard<std::mutex> lock(impl_->mu);
-      handler = impl_->observer_handler;
+      handler = channel == kDataFetchChannel ? impl_->data_fetch_handler : impl_->observer_handler;
     }
     if (handler) {
       handler(conn);
@@ -799,7 +811,7 @@ void TcpNode::OnHandshakeDone(const absl::Status& st, const std::shared_ptr<TcpC
   if (!st.ok()) {
     // An unlisted peer retries about once a second: warn once per endpoint.
     const bool unlisted = rank < 0 && absl::IsUnavailable(st) && !claimed_endpoint.empty();
-    if (IsMismatch(st)) {
+    if (IsMismatch(st) || options_.observers_only) {
       LogDebug("refused connection from %s: %s", from, std::string(st.message()));
     } else if (!unlisted || impl_->unlisted_warned.insert(claimed_endpoint).second) {
       LogWarning("refused connection from %s%s: %s", from,

@@ -24,10 +24,10 @@
 //
 // Observers: a node started with `observer` listens
 // nowhere and has no hosts-file entry of its own; it dials peers of its host list on
-// kObserverChannel only, proving the shared secret like any peer (its hello names no
-// endpoint, and no fingerprint is compared either way: it knows none). A peer hands
-// such authenticated connections to its observer handler (SetObserverHandler), never
-// to AcceptFrom, so an observer can never take part in a ring.
+// kObserverChannel (or kDataFetchChannel) only, proving the shared secret like any peer (its hello
+// names no endpoint, and no fingerprint is compared either way: it knows none). A peer hands such
+// authenticated connections to its observer handler (SetObserverHandler), never to AcceptFrom, so
+// an observer can never take part in a ring.
 //
 // Threads: `io_threads` Asio threads (dialed connections on the first, accepted ones
 // on the last, so a ring's send and receive streams run in parallel). Public methods
@@ -51,6 +51,13 @@ namespace rt::net {
 // The channel observers dial ("STAT" + 1) and the rank their connections carry.
 inline constexpr uint64_t kObserverChannel = 0x54415453'00000001ull;
 inline constexpr int kObserverRank = -2;
+// The channel of data-fetch clients ("DATA" + 1, src/fetch/): observers too (no
+// endpoint, no fingerprint: a peer still fetching its data has none to compare), but
+// handed to the data-fetch handler instead of the status one.
+inline constexpr uint64_t kDataFetchChannel = 0x41544144'00000001ull;
+inline bool IsObserverChannel(uint64_t channel) {
+  return channel == kObserverChannel || channel == kDataFetchChannel;
+}
 
 struct TcpNodeOptions {
   std::vector<HostEntry> hosts;  // rank order
@@ -80,7 +87,14 @@ struct TcpNodeOptions {
   // Tests: dial the peer whose endpoint is `first` at `second` instead ("HOST:PORT" of
   // a relay that forwards to it). Empty: $RINGTRAIN_TEST_DIAL_VIA, "E=A,E=A", if set.
   std::vector<std::pair<std::string, std::string>> dial_via;
+  // Serve observers only (a peer's data phase, src/fetch/fetch_phase.h: it has no data
+  // fingerprint yet). Ring peers that dial it are refused before the proof with a
+  // reason containing kStillFetchingData, on which dialers keep retrying quietly, and
+  // nothing is recorded as a fingerprint mismatch on either side.
+  bool observers_only = false;
 };
+
+inline constexpr char kStillFetchingData[] = "is still fetching its data directory";
 
 class TcpNode;
 
@@ -180,6 +194,8 @@ class TcpNode : public std::enable_shared_from_this<TcpNode> {
   // Receives every authenticated observer connection (on an io thread: hand it off,
   // never block); nullptr closes them. Without a handler they are closed.
   void SetObserverHandler(std::function<void(std::shared_ptr<TcpConnection>)> handler);
+  // The same for observers that dialed kDataFetchChannel (src/fetch/data_server.h).
+  void SetDataFetchHandler(std::function<void(std::shared_ptr<TcpConnection>)> handler);
 
   // Every peer refused for a differing fingerprint since Start (dialled or
   // accepted), one entry per endpoint with its newest fingerprint, in endpoint order.

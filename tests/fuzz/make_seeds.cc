@@ -20,6 +20,7 @@
 #include "core/bf16.h"
 #include "data/data_manifest.h"
 #include "data/token_shard.h"
+#include "fetch/fetch_messages.h"
 #include "fuzz_check.h"
 #include "net/frame.h"
 #include "net/frame_codec.h"
@@ -277,6 +278,35 @@ void CkptManifests() {
   Write("ckpt_manifest", "minimal", rt::ckpt::EncodeManifest(rt::ckpt::CheckpointMeta{}, {}));
 }
 
+void FetchMessages() {
+  using rt::fetch::FetchKind;
+  using rt::fetch::FetchMessage;
+  FetchMessage m;
+  m.kind = FetchKind::kManifestRequest;
+  Write("fetch_message", "manifest-request", rt::fetch::EncodeFetchMessage(m));
+  m.kind = FetchKind::kManifest;
+  m.text = "format ringtrain-data 1\nvocab_size 8192\n";
+  Write("fetch_message", "manifest", rt::fetch::EncodeFetchMessage(m));
+  m.kind = FetchKind::kFileRequest;
+  m.file = "train-00001.bin";
+  m.offset = 1 << 20;
+  Write("fetch_message", "file-request", rt::fetch::EncodeFetchMessage(m));
+  m.kind = FetchKind::kFileStart;
+  m.size = 200000064;
+  Write("fetch_message", "file-start", rt::fetch::EncodeFetchMessage(m));
+  m.kind = FetchKind::kChunk;
+  m.bytes = {1, 0, 2, 0, 3, 0, 4, 0};
+  Write("fetch_message", "chunk", rt::fetch::EncodeFetchMessage(m));
+  m.kind = FetchKind::kRefused;
+  m.text = "corrupt on this peer: train-00001.bin: payload checksum 1a2b3c4d";
+  Write("fetch_message", "refused", rt::fetch::EncodeFetchMessage(m));
+  FetchMessage s;
+  s.kind = FetchKind::kStatus;
+  s.complete = true;
+  s.have_bytes = s.total_bytes = 12345;
+  Write("fetch_message", "status", rt::fetch::EncodeFetchMessage(s));
+}
+
 void TextFormats() {
   Write("hosts_file", "ipv4",
         "# ring of three\n10.0.0.1\n10.0.0.2:29501\n10.0.0.3:29500  # last\n");
@@ -312,6 +342,7 @@ int main(int argc, char** argv) {
   DataManifests();
   CkptManifests();
   TextFormats();
+  FetchMessages();
   std::printf("wrote %d seeds under %s\n", g_written, g_out.c_str());
   return 0;
 }
