@@ -512,10 +512,10 @@ int RunTrain(const std::vector<std::string>& positional) {
 std::vector<std::string> TrainFlagNames() {
   std::vector<std::string> names = ModelFlagNames();
   for (const std::string& n : OptimizerFlagNames()) names.push_back(n);
-  for (const char* n :
-       {"data", "ckpt_dir", "metrics", "eval_every", "eval_batches", "ckpt_every", "ckpt_minutes",
-        "keep", "resume", "check_every", "global_batch", "balance", "max_skew", "peer_timeout",
-        "min_peers", "ckpt_shared", "http", "events", "zero", "fetch_wait"}) {
+  for (const char* n : {"data",         "ckpt_dir",     "metrics",  "eval_every",   "eval_batches",
+                        "ckpt_every",   "ckpt_minutes", "keep",     "resume",       "check_every",
+                        "global_batch", "balance",      "max_skew", "peer_timeout", "min_peers",
+                        "ckpt_shared",  "http",         "events",   "zero",         "fetch_wait"}) {
     names.push_back(n);
   }
   for (const std::string& n : RingFlagNames()) names.push_back(n);
