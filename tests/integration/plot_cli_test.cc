@@ -46,13 +46,12 @@ TEST_CASE("plot: two runs' metrics become a valid SVG with every series and poin
   TempDir dir;
   {
     std::ofstream a(dir / "a.jsonl");
+    // As train writes them: an evaluation adds val_loss and val_bpb to its step's line.
     for (int step = 1; step <= 5; ++step) {
-      a << "{\"step\":" << step << ",\"loss\":" << 5.0 - 0.5 * step << ",\"tokens\":" << 100 * step
-        << "}\n";
-      if (step % 2 == 0) {
-        a << "{\"step\":" << step << ",\"val_loss\":" << 4.8 - 0.5 * step
-          << ",\"val_bpb\":" << 2.0 - 0.1 * step << "}\n";
-      }
+      a << "{\"step\":" << step << ",\"loss\":" << 5.0 - 0.5 * step << ",\"tokens\":" << 100 * step;
+      if (step % 2 == 0)
+        a << ",\"val_loss\":" << 4.8 - 0.5 * step << ",\"val_bpb\":" << 2.0 - 0.1 * step;
+      a << "}\n";
     }
     std::ofstream b(dir / "b.jsonl");
     for (int step = 1; step <= 3; ++step) {
