@@ -25,6 +25,7 @@
 #include "model/gpt_impl.h"
 #include "model/kernels.h"
 #include "model/matmul.h"
+#include "model/onednn_isa.h"
 
 namespace rt::model {
 namespace {
@@ -312,7 +313,16 @@ absl::StatusOr<std::unique_ptr<Gpt>> Gpt::Create(const GptConfig& config,
                                                  const GptOptions& options) {
   if (absl::Status s = Validate(config, options); !s.ok()) return s;
   auto impl = std::make_unique<GptImpl>(config, options);
-  if (absl::Status s = impl->ProbeMatmul(); !s.ok()) return s;
+  if (absl::Status s = impl->ProbeMatmul(); !s.ok()) {
+    // oneDNN has no bf16 matmul below AVX-512 (an AVX2 CPU, or an ISA cap): say so in
+    // the caller's terms, with oneDNN's own message after it.
+    if (options.precision == Precision::kBf16) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("precision bf16 is not available on this CPU (oneDNN ISA ", OnednnIsaName(),
+                       " has no bf16 matmul); use fp32. ", s.message()));
+    }
+    return s;
+  }
   return std::unique_ptr<Gpt>(new Gpt(std::move(impl)));
 }
 

@@ -45,7 +45,8 @@ class GptImpl;
 class Gpt {
  public:
   // Errors: invalid config (Validate's message), max_batch < 1, a precision oneDNN
-  // cannot run here (the message names the matmul and oneDNN's ISA).
+  // cannot run here: FailedPrecondition "precision bf16 is not available on this CPU
+  // (oneDNN ISA avx2 has no bf16 matmul) ..." (then the failing matmul's shape).
   static absl::StatusOr<std::unique_ptr<Gpt>> Create(const GptConfig& config,
                                                      const GptOptions& options);
   ~Gpt();

@@ -25,6 +25,7 @@
 #include "ckpt/checkpoint.h"
 #include "ckpt/pattern.h"
 #include "ckpt/temp_dir.h"
+#include "skip.h"
 #include "small_tmpfs.h"
 
 namespace rt::ckpt {
@@ -352,14 +353,14 @@ TEST_CASE("an I/O error in WriteAt names the file, is returned by every later ca
 
 TEST_CASE("a full disk fails Reserve or Commit with ResourceExhausted naming the file") {
   if (geteuid() != 0) {
-    MESSAGE("SKIPPED full-disk builder test: needs root to mount a tmpfs");
+    rt::testing::ReportSkip("full-disk builder test: needs root to mount a tmpfs");
     return;
   }
   TempDir tmp;
   const std::string dir = tmp / "disk";
   SmallTmpfs disk(dir, "1m");
   if (!disk.mounted()) {
-    MESSAGE("SKIPPED full-disk builder test: mount tmpfs: ", disk.error());
+    rt::testing::ReportSkip("full-disk builder test: mount tmpfs: " + disk.error());
     return;
   }
   REQUIRE(WriteCheckpoint(dir, Meta(10, 1), {{"params", Pattern(64 << 10, 10)}}, 1).ok());

@@ -12,7 +12,8 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 status=0
 modules=$("$repo/tools/install-node-llama-cpp") || status=$?
 if ((status == 77)); then
-  echo "SKIPPED: the npm registry cannot be reached, so node-llama-cpp (llama.cpp) cannot be installed"
+  # The line tools/test lists skipped tests by (tests/skip.h), with the reason.
+  echo "RINGTRAIN_TEST_SKIPPED: the npm registry cannot be reached, so node-llama-cpp (llama.cpp) cannot be installed"
   exit 77
 fi
 ((status == 0)) || exit "$status"

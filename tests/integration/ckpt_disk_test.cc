@@ -23,6 +23,7 @@
 
 #include "ckpt/checkpoint.h"
 #include "fault_harness.h"
+#include "skip.h"
 #include "small_tmpfs.h"
 
 namespace {
@@ -121,7 +122,7 @@ TEST_CASE("ckpt: 4 local peers share one --ckpt-dir without --ckpt-shared -- all
 
 TEST_CASE("ckpt: the leader's disk fills up, then turns read-only -- training goes on") {
   if (geteuid() != 0) {
-    MESSAGE("SKIPPED full-disk checkpoint test: needs root to mount a tmpfs");
+    rt::testing::ReportSkip("full-disk checkpoint test: needs root to mount a tmpfs");
     return;
   }
   TempDir tmp;

@@ -193,13 +193,29 @@ TEST_CASE("export to an unwritable or missing place, or with bad flags: clear er
   RunResult bad_format =
       Export(dir, {"--ckpt", dir / "ckpt", "--out", dir / "out/m.onnx", "--format", "onnx"});
   CHECK(Contains(bad_format.err, "--format 'onnx' is not gguf or safetensors"));
+  CHECK(bad_format.exit_code == 1);
   RunResult bad_dtype = Export(dir, {"--ckpt", dir / "ckpt", "--out", dir / "out/m.gguf",
                                      "--format", "gguf", "--dtype", "q4"});
   CHECK(Contains(bad_dtype.err, "--dtype 'q4' is not one of f32, f16, bf16"));
+  CHECK(bad_dtype.exit_code == 1);
   RunResult no_out = Export(dir, {"--ckpt", dir / "ckpt", "--format", "gguf"});
   CHECK(Contains(no_out.err, "--out PATH is required"));
+  CHECK(no_out.exit_code == 1);
+  RunResult no_ckpt = Export(dir, {"--out", dir / "out/m.gguf", "--format", "gguf"});
+  CHECK(Contains(no_ckpt.err, "--ckpt DIR is required"));
+  CHECK(no_ckpt.exit_code == 1);
   RunResult slash =
       Export(dir, {"--ckpt", dir / "ckpt", "--out", dir / "out/", "--format", "gguf"});
   CHECK(Contains(slash.err, "this format writes one file"));
+  CHECK(slash.exit_code == 1);
+  // Flags the parser refuses, and a stray argument: usage errors, exit 2.
+  RunResult unknown = Export(dir, {"--ckpt", dir / "ckpt", "--out", dir / "out/m.gguf", "--format",
+                                   "gguf", "--dtipe", "f16"});
+  CHECK(Contains(unknown.err, "dtipe"));
+  CHECK(unknown.exit_code == 2);
+  RunResult stray = Export(
+      dir, {"--ckpt", dir / "ckpt", "--out", dir / "out/m.gguf", "--format", "gguf", "extra"});
+  CHECK(Contains(stray.err, "unexpected argument 'extra'"));
+  CHECK(stray.exit_code == 2);
   CHECK(Entries(dir / "out").empty());
 }

@@ -14,6 +14,7 @@
 
 #include "fault_harness.h"
 #include "netns_cluster.h"
+#include "skip.h"
 
 namespace {
 
@@ -87,7 +88,7 @@ TEST_CASE("fault: netns partition 3+2 -- the 3 train on, the 2 pause and rejoin 
   TempDir tmp;
   const std::string why = NetnsUnavailable(tmp);
   if (!why.empty()) {
-    MESSAGE("SKIPPED netns partition test: " << why << " (needs root and ip netns)");
+    rt::testing::ReportSkip("netns partition test: " + why + " (needs root and ip netns)");
     return;
   }
   WriteFaultData(tmp / "data");
@@ -144,7 +145,7 @@ TEST_CASE("fault: netns partition 2+2 -- both sides pause, then all resume") {
   TempDir tmp;
   const std::string why = NetnsUnavailable(tmp);
   if (!why.empty()) {
-    MESSAGE("SKIPPED netns partition test: " << why << " (needs root and ip netns)");
+    rt::testing::ReportSkip("netns partition test: " + why + " (needs root and ip netns)");
     return;
   }
   WriteFaultData(tmp / "data");

@@ -9,8 +9,8 @@
 //  - `--compress auto` against every fixed codec (none, bf16, topk:0.01,
 //    topk:0.001) on 4 peers, 100 Mbit/s and unshaped links, through tools/comm-bench
 //    (the script behind the 124M-float benchmark in the report) at 4M floats: auto
-//    within 10% of the best fixed codec, plus 0.1 s of slack for scheduler noise on a
-//    shared 2-core machine (those runs take 0.05-0.2 s).
+//    within 10% of the best fixed codec, each figure the mean of 20 allreduces (and
+//    auto's of two such runs), no absolute slack.
 //  - the link probe on 100 Mbit/s links whose token buckets let 1 MB through at full
 //    speed first (as VPS providers' rate limits do): the measured rate within
 //    -20%/+10% of the shaped rate, the probe under 1 s (0.24-0.48 s measured; the
@@ -28,6 +28,7 @@
 #include "cli_runner.h"
 #include "netns_cluster.h"
 #include "process_group.h"
+#include "skip.h"
 
 namespace {
 
@@ -121,7 +122,7 @@ TEST_CASE("netns two-site: the probed ring crosses the pipe twice and is >= 2x f
   TempDir tmp;
   const std::string why = NetnsUnavailable(tmp);
   if (!why.empty()) {
-    MESSAGE("SKIPPED netns two-site test: " << why << " (needs root and ip netns)");
+    rt::testing::ReportSkip("netns two-site test: " + why + " (needs root and ip netns)");
     return;
   }
   const int peers = 6;
@@ -150,37 +151,55 @@ TEST_CASE("netns auto codec: within 10% of the best fixed codec at 100 Mbit/s an
   TempDir tmp;
   const std::string why = NetnsUnavailable(tmp);
   if (!why.empty()) {
-    MESSAGE("SKIPPED netns auto codec test: " << why << " (needs root and ip netns)");
+    rt::testing::ReportSkip("netns auto codec test: " + why + " (needs root and ip netns)");
     return;
   }
   const std::string prefix = "ac" + std::to_string(getpid() % 1000);
-  const RunResult r =
-      RunCommand({"/bin/bash", std::string(RINGTRAIN_SOURCE_DIR) + "/tools/comm-bench", "--peers",
-                  "4", "--size", "4M", "--iters", "3", "--warmup-iters", "1", "--rates",
-                  "100mbit none", "--tolerance", "0.10", "--slack", "0.1"},
-                 tmp.path(), 400,
-                 {std::string("RINGTRAIN=") + RINGTRAIN_BINARY, "RT_NETNS_PREFIX=" + prefix,
-                  "RT_NETNS_DIR=" + tmp / "netns-ac"});
-  INFO("comm-bench stdout:\n", r.out, "\nstderr:\n", r.err);
-  MESSAGE(r.out);
-  REQUIRE_FALSE(r.timed_out);
-  int verdicts = 0;
-  std::istringstream lines(r.out);
-  std::string line;
-  while (std::getline(lines, line)) {
-    if (line.rfind("comm-bench: rate=", 0) != 0) continue;
-    ++verdicts;
-    CHECK_MESSAGE(line.find(" PASS") != std::string::npos, line);
+  // One comm-bench per rate. Each codec's figure is the mean of 20 timed allreduces,
+  // and auto is measured twice between runs of the best fixed codec (--rounds 2), so
+  // the best codec's figure sums about a second of transfers or more and 10% is a
+  // tolerance, not noise; no absolute slack. At 100 Mbit/s `none` is left out: it
+  // sends twice bf16's bytes and can never be the best there, and 20 of its 2-second
+  // allreduces would take the test past a minute.
+  const std::vector<std::vector<std::string>> runs = {{"100mbit", "bf16 topk:0.01 topk:0.001"},
+                                                      {"none", "none bf16 topk:0.01 topk:0.001"}};
+  for (const std::vector<std::string>& run : runs) {
+    CAPTURE(run[0]);
+    const RunResult r =
+        RunCommand({"/bin/bash",      std::string(RINGTRAIN_SOURCE_DIR) + "/tools/comm-bench",
+                    "--peers",        "4",
+                    "--size",         "4M",
+                    "--iters",        "20",
+                    "--warmup-iters", "1",
+                    "--rounds",       "2",
+                    "--rates",        run[0],
+                    "--codecs",       run[1],
+                    "--tolerance",    "0.10",
+                    "--slack",        "0"},
+                   tmp.path(), 300,
+                   {std::string("RINGTRAIN=") + RINGTRAIN_BINARY, "RT_NETNS_PREFIX=" + prefix,
+                    "RT_NETNS_DIR=" + tmp / "netns-ac"});
+    INFO("comm-bench stdout:\n", r.out, "\nstderr:\n", r.err);
+    MESSAGE(r.out);
+    REQUIRE_FALSE(r.timed_out);
+    int verdicts = 0;
+    std::istringstream lines(r.out);
+    std::string line;
+    while (std::getline(lines, line)) {
+      if (line.rfind("comm-bench: rate=", 0) != 0) continue;
+      ++verdicts;
+      CHECK_MESSAGE(line.find(" PASS") != std::string::npos, line);
+    }
+    CHECK(verdicts == 1);
+    CHECK(r.exit_code == 0);
   }
-  CHECK(verdicts == 2);
-  CHECK(r.exit_code == 0);
 }
 
 TEST_CASE("netns link probe: 100 Mbit/s links with a 1 MB token-bucket burst, fast and accurate") {
   TempDir tmp;
   const std::string why = NetnsUnavailable(tmp);
   if (!why.empty()) {
-    MESSAGE("SKIPPED netns link probe test: " << why << " (needs root and ip netns)");
+    rt::testing::ReportSkip("netns link probe test: " + why + " (needs root and ip netns)");
     return;
   }
   const int peers = 2;

@@ -13,6 +13,7 @@
 #include "cli_runner.h"
 #include "netns_cluster.h"
 #include "process_group.h"
+#include "skip.h"
 
 namespace {
 
@@ -32,7 +33,7 @@ TEST_CASE("netns link test: 4 peers, tbf 1 Gbit/s veth, 32M floats, busbw >= 95%
   TempDir tmp;
   const std::string why = NetnsUnavailable(tmp);
   if (!why.empty()) {
-    MESSAGE("SKIPPED netns link test: " << why << " (needs root and ip netns)");
+    rt::testing::ReportSkip("netns link test: " + why + " (needs root and ip netns)");
     return;
   }
   // Jumbo frames (MTU 9000): tbf counts Ethernet frames, and with MTU 1500 TCP/IP

@@ -8,6 +8,8 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -237,10 +239,34 @@ inline bool WaitForLines(const std::string& path, size_t n, int timeout_s = 60) 
   return true;
 }
 
-// A port base unlikely to collide with concurrent test runs: 10000 + 40*(pid % 500),
-// so base + 0..39 stays below the kernel's ephemeral range (32768-60999 here), where
-// any outgoing connection on the machine could already hold the port.
-inline int TestBasePort() { return 10000 + 40 * static_cast<int>(getpid() % 500); }
+// Ports a test process may use: [TestBasePort(), TestBasePort() + kTestPortsPerProcess).
+inline constexpr int kTestPortsPerProcess = 100;
+
+// The first of kTestPortsPerProcess loopback ports this process owns until it exits:
+// block b of 200 (10000 + 100 b; all below the kernel's ephemeral range, 32768-60999
+// here, where any outgoing connection could hold a port). Blocks are handed out by an
+// flock on /tmp/ringtrain-test-ports/<b>.lock, held while the process lives and freed
+// by the kernel when it ends, so concurrent test processes (ctest -j, other worktrees)
+// never share one; the search starts at pid % 200 and takes the next free block.
+inline int TestBasePort() {
+  static const int base = [] {
+    constexpr int kBlocks = 200;
+    const std::string dir = "/tmp/ringtrain-test-ports";
+    if (mkdir(dir.c_str(), 01777) == 0) chmod(dir.c_str(), 01777);  // any user's tests
+    const int first = static_cast<int>(getpid() % kBlocks);
+    for (int k = 0; k < kBlocks; ++k) {
+      const int b = (first + k) % kBlocks;
+      const std::string path = dir + "/" + std::to_string(b) + ".lock";
+      const int fd = open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+      if (fd < 0) continue;  // another user's lock file: not ours to take
+      if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+        return 10000 + kTestPortsPerProcess * b;  // fd stays open
+      close(fd);
+    }
+    return 10000 + kTestPortsPerProcess * first;  // all taken: the old pid rule
+  }();
+  return base;
+}
 
 // `tools/local-ring N --base-port P --timeout T --` with T = timeout_s - 10, so the tool
 // stops its peers before the caller's own timeout kills it; append the ringtrain args.

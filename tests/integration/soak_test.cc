@@ -13,6 +13,7 @@
 #include "cli_runner.h"
 #include "netns_cluster.h"
 #include "process_group.h"
+#include "skip.h"
 
 namespace {
 
@@ -25,7 +26,7 @@ TEST_CASE("soak: 2 minutes of random faults on 4 netns peers -- all heal, no han
   TempDir tmp;
   const std::string why = NetnsUnavailable(tmp);
   if (!why.empty()) {
-    MESSAGE("SKIPPED soak: " << why << " (needs root and ip netns)");
+    rt::testing::ReportSkip("soak: " + why + " (needs root and ip netns)");
     return;
   }
   const RunResult r = RunCommand(

@@ -177,6 +177,7 @@ TEST_CASE("bad input: a clear message and a non-zero exit code") {
        {"--data", dir / "data", "--seq-len=10000"},
        "fewer than one window"},
       {"unknown flag", {"--data", dir / "data", "--stepz=3"}, "unknown flag --stepz"},
+      {"--zero 1 alone", {"--data", dir / "data", "--zero=1"}, "--zero needs --hosts (a ring)"},
   };
   for (const Case& c : cases) {
     RunResult r = train(c.args);
@@ -184,6 +185,27 @@ TEST_CASE("bad input: a clear message and a non-zero exit code") {
     CHECK(r.exit_code > 0);
     CHECK(Contains(r.err, c.expect));
     CHECK_FALSE(r.timed_out);
+  }
+
+  // --zero 1 on a ring with a top-k (or automatic) codec: refused before any peer is
+  // contacted, with exit 1 (a hosts file of two peers that never start).
+  { std::ofstream(dir / "hosts") << "127.0.0.1:1\n127.0.0.1:2\n"; }
+  for (const char* compress : {"--compress=topk:0.01", "--compress=auto"}) {
+    RunResult r = train({"--data", dir / "data", "--hosts", dir / "hosts", "--rank=0", "--zero=1",
+                         compress, "--wait=5"});
+    INFO(compress << ": " << r.err);
+    CHECK(r.exit_code == 1);
+    CHECK(Contains(r.err,
+                   "--zero 1 works with --compress none or bf16: a top-k sum is not "
+                   "reduce-scattered"));
+    CHECK_FALSE(r.timed_out);
+  }
+  // The same ring flags alone are usage errors (exit 2), each naming the flag.
+  for (const char* flag : {"--zero=1", "--compress=topk:0.01"}) {
+    RunResult r = train({"--data", dir / "data", flag});
+    INFO(flag << ": " << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(Contains(r.err, "needs --hosts (a ring); without it train runs alone"));
   }
 
   // A checkpoint from another model: refused, naming the difference.

@@ -10,6 +10,7 @@
 //     previous one is used.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -18,10 +19,12 @@
 
 #include "cli_runner.h"
 #include "fault_harness.h"
+#include "process_group.h"
 
 namespace {
 
 using namespace rt::integration::fault;  // NOLINT: test-local harness
+using rt::integration::ProcessGroup;
 using rt::integration::RunRingtrain;
 using rt::integration::TempDir;
 using rt::integration::TestBasePort;
@@ -102,6 +105,63 @@ TEST_CASE("zero: --zero 1 trains bit for bit like --zero 0 -- 4 peers dense, 3 p
       }
     }
   }
+}
+
+TEST_CASE(
+    "zero: --zero 1 with the default --balance on, one peer slowed -- shares move, same loss") {
+  // Every other --zero 1 test pins --balance off. Here peer 1 shares its core with two
+  // busy loops: balancing gives it fewer slots, each step's slots still sum to the global
+  // batch, the replicas agree at every step (--check-every 1), and the run ends at the
+  // loss of --zero 0 with equal shares (a step's windows never depend on who computes them).
+  TempDir tmp;
+  WriteFaultData(tmp / "data");
+  const int base = TestBasePort();
+  constexpr int kSteps = 20;
+  std::vector<std::string> balanced = ZeroArgs(tmp / "data", kSteps, 1);
+  balanced.erase(std::find(balanced.begin(), balanced.end(), "--balance=off"));
+  ProcessGroup burner(tmp.path());
+  for (int i = 0; i < 2; ++i) {
+    burner.Start({"/usr/bin/taskset", "-c", "1", "/bin/sh", "-c", "while :; do :; done"});
+  }
+  FaultCluster c(tmp / "on", FaultCluster::LoopbackEndpoints(2, base + 10), balanced, [](int i) {
+    return std::vector<std::string>{"/usr/bin/taskset", "-c", std::to_string(i)};
+  });
+  c.WriteHostsAll({0, 1});
+  c.Start(0);
+  c.Start(1);
+  for (int i = 0; i < 2; ++i) {
+    std::optional<int> code = c.WaitExit(i, 150);
+    REQUIRE_MESSAGE(code.has_value(), "peer " << i << " did not finish\n" << c.Dump());
+    REQUIRE_MESSAGE(*code == 0, "peer " << i << " exit " << *code << "\n" << c.Dump());
+  }
+  burner.KillAll();
+  c.Poll();
+  std::map<int64_t, int> slots[2];
+  std::map<int64_t, std::string> hash[2];
+  for (int i = 0; i < 2; ++i) {
+    for (const Metric& m : c.Metrics(i)) {
+      if (m.step <= 0) continue;
+      slots[i][m.step] = static_cast<int>(rt::integration::JsonNumber(m.line, "slots"));
+      hash[i][m.step] = m.hash;
+    }
+  }
+  int uneven = 0;
+  std::string table;
+  for (int64_t s = 1; s <= kSteps; ++s) {
+    CAPTURE(s);
+    REQUIRE(slots[0].count(s) == 1);
+    REQUIRE(slots[1].count(s) == 1);
+    CHECK(slots[0][s] + slots[1][s] == kGlobalBatch);
+    CHECK(hash[0][s] == hash[1][s]);
+    uneven += slots[0][s] != slots[1][s];
+    table += " " + std::to_string(slots[0][s]) + "/" + std::to_string(slots[1][s]);
+  }
+  MESSAGE("slots per step (peer 0/peer 1, peer 1 slowed):" << table);
+  CHECK(uneven > 0);  // balancing really moved shares while the moments were sharded
+  const auto ref = RunToEnd(tmp / "ref", 2, ZeroArgs(tmp / "data", kSteps, 0), base + 20);
+  const double loss = c.Metrics(0).back().loss, ref_loss = ref[0].back().loss;
+  CHECK(c.Metrics(0).back().step == kSteps);
+  CHECK(std::fabs(loss - ref_loss) / std::fabs(ref_loss) <= 1e-4);
 }
 
 TEST_CASE("zero: kill -9 of a non-leader, then of the leader, each restarted -- pieces move") {
@@ -209,9 +269,30 @@ TEST_CASE("zero: a --zero 1 checkpoint resumes on 4, 3 and 1 peers and with --ze
   CHECK(r.err.find("adam_v.bin") != std::string::npos);
   CHECK(r.err.find("resumed from") != std::string::npos);
   CHECK(r.err.find("step-00000010") != std::string::npos);
+  // It went on from step 10 to 30 and ends where the uninterrupted 4-peer run ended: N
+  // peers equal one peer up to float summation order, as for the 3-peer ring above.
+  int64_t first_step = -1, last_step = -1;
+  double last_loss = NAN;
+  std::ifstream metrics(tmp / "alone.jsonl");
+  for (std::string line; std::getline(metrics, line);) {
+    if (line.find("\"loss\"") == std::string::npos ||
+        line.find("\"val_loss\"") != std::string::npos) {
+      continue;
+    }
+    const auto step = static_cast<int64_t>(rt::integration::JsonNumber(line, "step"));
+    if (first_step < 0) first_step = step;
+    last_step = step;
+    last_loss = rt::integration::JsonNumber(line, "loss");
+  }
+  CHECK(first_step == 11);
+  REQUIRE(last_step == 30);
+  MESSAGE("--zero 1 checkpoint resumed alone: loss at step 30 "
+          << last_loss << ", uninterrupted 4 peers " << ref_loss);
+  CHECK(std::fabs(last_loss - ref_loss) / ref_loss <= 1e-4);
 }
 
-TEST_CASE("zero: two ring neighbours killed at once -- the ring goes back to the newest checkpoint") {
+TEST_CASE(
+    "zero: two ring neighbours killed at once -- the ring goes back to the newest checkpoint") {
   // 5 peers (quorum 3): positions 2 and 3 die together, so position 2's pieces lose both
   // their owner and their replica. The survivors find it when they move the pieces and
   // go back, all together, to the newest checkpoint a member holds (the leader's).
@@ -229,28 +310,29 @@ TEST_CASE("zero: two ring neighbours killed at once -- the ring goes back to the
   REQUIRE_MESSAGE(c.WaitUntil([&] { return c.LastStep(0) >= 14; }, 120), c.Dump());
   c.Poll();
   const uint64_t epoch = c.LastEpoch(0);
-  const double t_kill = NowS();
-  c.Kill9(2);
-  c.Kill9(3);
+  const double t_kill = c.Kill9Together({2, 3});
   const FailureFigures f = WaitTrainingAgain(c, 0, t_kill, epoch, 60);
   REQUIRE_MESSAGE(f.to_training_s >= 0, "survivors did not train again\n" << c.Dump());
   for (int i : {0, 1, 4}) {
     const std::string logs = c.Logs(i);
     CHECK_MESSAGE(logs.find("is lost") != std::string::npos, "peer " << i << "\n" << c.Dump());
-    CHECK_MESSAGE(logs.find("goes back to the newest checkpoint a member holds: step") !=
-                      std::string::npos,
-                  "peer " << i << "\n" << c.Dump());
+    CHECK_MESSAGE(
+        logs.find("goes back to the newest checkpoint a member holds: step") != std::string::npos,
+        "peer " << i << "\n"
+                << c.Dump());
   }
-  std::printf("fault figure: --zero 1 two neighbours kill -9 -> training again from a checkpoint "
-              "= %.3f s, %lld step(s) redone\n",
-              f.to_training_s, static_cast<long long>(f.steps_lost));
+  std::printf(
+      "fault figure: --zero 1 two neighbours kill -9 -> training again from a checkpoint "
+      "= %.3f s, %lld step(s) redone\n",
+      f.to_training_s, static_cast<long long>(f.steps_lost));
   // They come back, and the run ends as an uninterrupted one.
   for (int i : {2, 3}) {
     const size_t before = c.MetricCount(i);
     const double t_start = NowS();
     c.Start(i);
-    REQUIRE_MESSAGE(WaitRejoined(c, i, before, t_start, 60) >= 0,
-                    "peer " << i << " did not rejoin\n" << c.Dump());
+    REQUIRE_MESSAGE(WaitRejoined(c, i, before, t_start, 60) >= 0, "peer " << i
+                                                                          << " did not rejoin\n"
+                                                                          << c.Dump());
   }
   Pause(c, 1.0);
   for (int i = 0; i < 5; ++i) c.Signal(i, SIGTERM);
@@ -259,8 +341,9 @@ TEST_CASE("zero: two ring neighbours killed at once -- the ring goes back to the
   const Metric ref = ReferenceRun(tmp / "ref", 5, args_for(last), base + 20, 150);
   REQUIRE(ref.step == last);
   const double rel = std::fabs(c.Metrics(0).back().loss - ref.loss) / std::fabs(ref.loss);
-  std::printf("fault figure: --zero 1 after going back to a checkpoint, final loss at step %lld: "
-              "%.9g, uninterrupted %.9g (relative %.2g)\n",
-              static_cast<long long>(last), c.Metrics(0).back().loss, ref.loss, rel);
+  std::printf(
+      "fault figure: --zero 1 after going back to a checkpoint, final loss at step %lld: "
+      "%.9g, uninterrupted %.9g (relative %.2g)\n",
+      static_cast<long long>(last), c.Metrics(0).back().loss, ref.loss, rel);
   CHECK(rel <= 1e-6);
 }
