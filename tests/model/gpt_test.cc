@@ -20,21 +20,10 @@ namespace rt::model {
 namespace {
 
 using testing::Batch;
+using testing::Bf16Refused;
 using testing::MakeGpt;
 using testing::RandomBatch;
 using testing::TestParams;
-
-// bf16 where oneDNN has no bf16 matmul (AVX2 and below): Create must refuse it clearly,
-// and then there is no bf16 arithmetic to check. True in that case (refusal checked).
-bool Bf16Refused(const GptConfig& c, Precision p, int max_batch, int attention_block = 0) {
-  if (p != Precision::kBf16 || ::rt::testing::Bf16MatmulsRun()) return false;
-  auto g = Gpt::Create(c, GptOptions{p, false, max_batch, attention_block});
-  REQUIRE_FALSE(g.ok());
-  ::rt::testing::CheckBf16Refusal(g.status());
-  MESSAGE("bf16 is not available on oneDNN ISA ", model::OnednnIsaName(),
-          ": checked the refusal instead of bf16 arithmetic");
-  return true;
-}
 
 const GptConfig kTiny{/*vocab*/ 11, /*layers*/ 2, /*heads*/ 2, /*dim*/ 8, /*seq_len*/ 4};
 
@@ -346,6 +335,7 @@ namespace rt::model {
 namespace {
 
 using testing::Batch;
+using testing::Bf16Refused;
 using testing::MakeGpt;
 using testing::RandomBatch;
 using testing::TestParams;

@@ -20,6 +20,7 @@ namespace rt::model {
 namespace {
 
 using testing::Batch;
+using testing::Bf16Refused;
 using testing::MakeGpt;
 using testing::RandomBatch;
 using testing::TestParams;
@@ -225,11 +226,18 @@ Result Run(Gpt& g, const std::vector<float>& p, const Batch& batch, int B) {
   return r;
 }
 
-TEST_CASE("llama recompute, and 1 thread against 2, give bit-identical loss and gradients") {
+// oneDNN 2.6's AVX-512 matmuls give the same bits for 1 and 2 threads; under the AVX2 cap
+// its matmul splits the reduction by thread count (measured: the loss moved in its last
+// bits). There, each thread count is checked to repeat itself bit for bit (the design's
+// promise: deterministic for a thread count) and 1 against 2 to agree closely.
+TEST_CASE(
+    "llama recompute bit-identical, 1 thread against 2 bit-identical on AVX-512 oneDNN, close "
+    "elsewhere") {
   const GptConfig c = Llama(40, 3, 2, 32, 16);
   const int B = 2;
   for (Precision prec : {Precision::kFp32, Precision::kBf16}) {
     INFO(PrecisionName(prec));
+    if (Bf16Refused(c, prec, B)) continue;
     auto g = MakeGpt(c, prec, false, B);
     auto gr = MakeGpt(c, prec, true, B);
     std::vector<float> p = TestParams(*g, 1);
@@ -242,16 +250,31 @@ TEST_CASE("llama recompute, and 1 thread against 2, give bit-identical loss and 
     omp_set_num_threads(1);
     const Result one = Run(*g, p, batch, B);
     omp_set_num_threads(2);
-    const Result two = Run(*g, p, batch, B);
+    const Result two = Run(*g, p, batch, B), two_again = Run(*g, p, batch, B);
     omp_set_num_threads(saved);
-    CHECK(one.loss == two.loss);
-    CHECK(std::memcmp(one.grads.data(), two.grads.data(), one.grads.size() * sizeof(float)) == 0);
+    const size_t bytes = one.grads.size() * sizeof(float);
+    CHECK(two.loss == two_again.loss);
+    CHECK(std::memcmp(two.grads.data(), two_again.grads.data(), bytes) == 0);
+    if (model::OnednnIsaName().find("avx512") != std::string::npos) {
+      CHECK(one.loss == two.loss);
+      CHECK(std::memcmp(one.grads.data(), two.grads.data(), bytes) == 0);
+    } else {
+      CHECK(one.loss == doctest::Approx(two.loss).epsilon(1e-6));
+      double diff2 = 0, norm2 = 0;
+      for (size_t i = 0; i < one.grads.size(); ++i) {
+        const double d = static_cast<double>(one.grads[i]) - two.grads[i];
+        diff2 += d * d;
+        norm2 += static_cast<double>(two.grads[i]) * two.grads[i];
+      }
+      CHECK(std::sqrt(diff2) <= 1e-5 * std::sqrt(norm2));
+    }
   }
 }
 
 TEST_CASE("llama bf16 loss and gradients stay close to fp32") {
   const GptConfig c = Llama(64, 2, 2, 64, 32);
   const int B = 2;
+  if (Bf16Refused(c, Precision::kBf16, B)) return;
   auto g32 = MakeGpt(c, Precision::kFp32, false, B);
   auto g16 = MakeGpt(c, Precision::kBf16, false, B);
   std::vector<float> p(g32->layout().total_floats());
@@ -278,9 +301,20 @@ TEST_CASE("llama: every kernel path gives the same model results as the best one
   RT_EVERY_KERNEL_PATH();
   const Result b = Run(*g, p, batch, 2);
   CHECK(b.loss == doctest::Approx(a.loss).epsilon(1e-5));
+  // Paths differ in their exp approximations and summation order, and a gradient entry
+  // that is a difference of large terms amplifies that (under the AVX2 cap, baseline
+  // against avx2 moved entries of ~5e-4 by 0.3%): each entry is held to 0.1% of the
+  // largest gradient, and the whole vector to 1e-4 of its norm. A kernel that gets a
+  // tail or a lane wrong moves whole entries and fails both.
+  double max_abs = 0, diff2 = 0, norm2 = 0;
+  for (float g : a.grads) max_abs = std::max(max_abs, static_cast<double>(std::fabs(g)));
   for (size_t i = 0; i < a.grads.size(); ++i) {
-    CHECK(b.grads[i] == doctest::Approx(a.grads[i]).epsilon(1e-3).scale(1e-3));
+    const double d = static_cast<double>(b.grads[i]) - a.grads[i];
+    CHECK(std::fabs(d) <= 1e-3 * max_abs);
+    diff2 += d * d;
+    norm2 += static_cast<double>(a.grads[i]) * a.grads[i];
   }
+  CHECK(std::sqrt(diff2) <= 1e-4 * std::sqrt(norm2));
 }
 
 // Plain Adam inside the test: a tiny llama model must memorise one short text.
@@ -289,6 +323,7 @@ TEST_CASE("a tiny llama model memorises a short text") {
   const int T = static_cast<int>(text.size()) - 1;
   const GptConfig c = Llama(128, 2, 2, 32, T);
   for (Precision prec : {Precision::kFp32, Precision::kBf16}) {
+    if (Bf16Refused(c, prec, 1)) continue;
     auto g = MakeGpt(c, prec, false, 1);
     std::vector<float> p(g->layout().total_floats()), grads(p.size()), m(p.size()), v(p.size());
     g->InitParams(absl::MakeSpan(p), 5);

@@ -8,7 +8,9 @@
 #include <random>
 #include <vector>
 
+#include "bf16_paths.h"
 #include "model/gpt.h"
+#include "model/onednn_isa.h"
 
 namespace rt::model::testing {
 
@@ -46,6 +48,18 @@ inline std::vector<float> TestParams(const Gpt& g, uint64_t seed) {
   // Larger weights than GPT-2 init, so attention is not uniform and gradients are not tiny.
   for (float& x : p) x *= 3.0f;
   return p;
+}
+
+// bf16 where oneDNN has no bf16 matmul (AVX2 and below): Create must refuse it clearly,
+// and then there is no bf16 arithmetic to check. True in that case (refusal checked).
+inline bool Bf16Refused(const GptConfig& c, Precision p, int max_batch, int attention_block = 0) {
+  if (p != Precision::kBf16 || ::rt::testing::Bf16MatmulsRun()) return false;
+  auto g = Gpt::Create(c, GptOptions{p, false, max_batch, attention_block});
+  REQUIRE_FALSE(g.ok());
+  ::rt::testing::CheckBf16Refusal(g.status());
+  MESSAGE("bf16 is not available on oneDNN ISA ", model::OnednnIsaName(),
+          ": checked the refusal instead of bf16 arithmetic");
+  return true;
 }
 
 }  // namespace rt::model::testing
