@@ -327,7 +327,15 @@ WAIT_EXIT = PRELUDE + r'''
 end=$((SECONDS + $1))
 while running_pid >/dev/null && [[ $SECONDS -lt $end ]]; do sleep 0.5; done
 if running_pid >/dev/null; then echo "state=still running after $1 s"; finish 1; fi
-[[ $(start_mode) == systemd ]] && systemctl disable ringtrain >/dev/null 2>&1
-echo "state=left: $(log_tail 5 | grep -v '^\s*$' | tail -n 1)"
+if [[ $(start_mode) == systemd ]]; then
+  systemctl disable ringtrain >/dev/null 2>&1
+  echo "state=left: ringtrain exit status $(systemctl show -p ExecMainStatus --value ringtrain)"
+  finish 0
+fi
+# Detached: ringtrain is gone, but its keeper writes the exit status to the log up to
+# 0.5 s later (it polls); wait for the keeper to end so that line is there to report.
+while keeper_pid >/dev/null && [[ $SECONDS -lt $((end + 10)) ]]; do sleep 0.25; done
+last=$(grep -a 'keep-running\]' "$D/ringtrain.log" 2>/dev/null | tail -n 1)
+echo "state=left: ${last#*keep-running] }"
 finish 0
 '''
