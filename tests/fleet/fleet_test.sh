@@ -6,7 +6,7 @@
 # and /run/systemd are hidden from them (a tmpfs over each), and a running peer is checked
 # to map no library from outside its release. The steps, with the README's commands:
 #   show -> check (3 hosts, every ring-port pair; and once more with one pair blocked by a
-#   routing rule: that pair named) -> push --release -> the text copied to host 0 and
+#   routing rule: that pair named) -> start before push (each host named) -> push --release -> the text copied to host 0 and
 #   `prepare` run there with the release's binary (the only data anywhere) -> start (the
 #   other peers fetch the data from their peers) -> status (3 of 3 training) -> grow to 4
 #   (the new peer fetches too; all four hold identical data) -> stop (one step, one
@@ -128,6 +128,15 @@ grep -q "^FAIL root@10.77.0.2:$FH_SSH_PORT: cannot reach peer 10.77.0.3:29500 (r
 [[ $(grep -c "^FAIL" out.txt) == 1 ]] || fail "check named other pairs than 1 -> 2"
 ip -n "${RT_NETNS_PREFIX}1" rule del to 10.77.0.3 ipproto tcp dport 29500 unreachable
 
+step "start before push: every host named, told to push"
+if fleet start >out.txt 2>&1; then
+  cat out.txt
+  fail "start succeeded on hosts that have nothing yet"
+fi
+cat out.txt
+[[ $(grep -c "^FAIL root@10.77.0.[123]:$FH_SSH_PORT: /root/ringtrain/bin/ringtrain is missing: run push first" out.txt) == 3 ]] ||
+  fail "start before push did not name the 3 hosts"
+
 # Step 5: push the release; the text to one host, prepared there.
 step "push --release $(basename "$tarball")"
 fleet push --release ringtrain-*-linux-x86_64.tar.gz | tee out.txt
@@ -159,10 +168,11 @@ fleet start | tee out.txt
 # wait_ring N: until `status` says every host runs and N hosts train in one view; LEADER
 # is then the leader's host index.
 wait_ring() {
-  local k
+  local k t0=$SECONDS
   for ((k = 0; k < 60; k++)); do
     if fleet status >out.txt 2>&1 && grep -q "ring: training;.* $1 of $1 hosts in the view" out.txt; then
       cat out.txt
+      echo "($((k + 1)) status calls, $((SECONDS - t0)) s)"
       LEADER=$(sed -n 's/^ring: .*leader 10\.77\.0\.\([0-9]*\):29500).*/\1/p' out.txt)
       [[ $LEADER =~ ^[0-9]+$ ]] || fail "status names no leader"
       LEADER=$((LEADER - 1))
