@@ -197,10 +197,11 @@ same_data() {
     diff -r host0/ringtrain/data "host$i/ringtrain/data" >/dev/null ||
       fail "host $i's data differs from host 0's"
   done
-  echo "hosts $* fetched the data host 0 prepared: identical ($(ls host0/ringtrain/data | wc -l) files)"
+  echo "hosts $* fetched the data host 0 prepared: identical ($(find host0/ringtrain/data -type f | wc -l) files)"
 }
 same_data 1 2
 # What a peer runs is the release alone: every library mapped comes from it.
+# shellcheck disable=SC2016  # run by the host's shell
 maps=$(fh_ssh 1 'awk '\''$6 ~ /\.so/ {print $6}'\'' /proc/$(cat ringtrain/ringtrain.pid)/maps | sort -u')
 (($(wc -l <<<"$maps") >= 10)) || fail "host 1's peer maps too few libraries to check: $maps"
 outside=$(grep -v "^/root/ringtrain/release/ringtrain-[^/]*-linux-x86_64/lib/" <<<"$maps" || true)
