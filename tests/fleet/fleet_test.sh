@@ -15,7 +15,7 @@
 #   peer leaves, exit 0) -> stop -> export --format gguf on the leader, copied home and
 #   read back by a GGUF reader of this test (header, metadata, every tensor inside the file).
 # Differences from the README: a tiny model and corpus, ssh on port 2222 with the test's
-# key, addresses 10.77.0.N for ssh and ring alike, check's thresholds lowered.
+# key, addresses 10.77.0.N for ssh and ring alike, check's free-disk threshold lowered.
 #
 #   tests/fleet/fleet_test.sh RINGTRAIN_BINARY
 # The tarball is cached by content (tests/release/release_tarball.bash). Root only; exits
@@ -113,12 +113,12 @@ fleet show | tee out.txt
 grep -q "^3 peers" out.txt || fail "show did not list 3 peers"
 
 step "check (3 hosts)"
-fleet check --min-disk-gb 0.1 --listen-s 15 | tee out.txt
+fleet check --min-disk-gb 0.1 | tee out.txt
 grep -q "all 6 peer pairs connect" out.txt || fail "check did not test all 6 pairs"
 
 step "check with host 2's ring port closed to host 1 (a routing rule on host 1)"
 ip -n "${RT_NETNS_PREFIX}1" rule add to 10.77.0.3 ipproto tcp dport 29500 unreachable
-if fleet check --min-disk-gb 0.1 --listen-s 15 >out.txt 2>&1; then
+if fleet check --min-disk-gb 0.1 >out.txt 2>&1; then
   cat out.txt
   fail "check passed with a blocked port"
 fi
