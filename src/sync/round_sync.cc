@@ -51,11 +51,26 @@ void RoundSync::BeginRound(absl::Span<const float> params) {
   std::copy(params.begin(), params.end(), start_.data());
   round_tokens_ = 0;
   inner_done_step_ = -1;
+  sitting_out_ = false;
 }
 
 void RoundSync::ForgetRound() {
   round_tokens_ = 0;
   inner_done_step_ = -1;
+  replaced_ = true;
+}
+
+void RoundSync::AfterReplacedState(bool at_round_start, absl::Span<float> params) {
+  replaced_ = false;
+  if (at_round_start) {
+    BeginRound(params);
+    sitting_out_ = false;
+    return;
+  }
+  std::copy(start_.data(), start_.data() + params.size(), params.begin());
+  round_tokens_ = 0;
+  inner_done_step_ = -1;
+  sitting_out_ = true;
 }
 
 float RoundSync::Weight(int64_t mine, int64_t total) {
@@ -101,6 +116,7 @@ OuterStepFigures RoundSync::Apply(absl::Span<const float> sum, absl::Span<float>
   }
   round_tokens_ = 0;
   inner_done_step_ = -1;
+  sitting_out_ = false;
   OuterStepFigures f;
   f.pseudo_grad_norm = std::sqrt(norm_sq);
   return f;

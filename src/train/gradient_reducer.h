@@ -208,6 +208,10 @@ class GradientReducer {
   // began but was never completed is undone at the next BeginStep
   // (collective/bucketed_reducer.h "Steps that are not applied").
   virtual void StepCompleted(int64_t /*step*/) {}
+  // Round sync: an inner step (between outer steps, replicas differ) was applied. As
+  // StepCompleted, except that an elastic ring admits joiners (and drops removed hosts)
+  // only at outer steps, where every peer holds the same shared parameters.
+  virtual void InnerStepCompleted(int64_t step) { StepCompleted(step); }
   // After a completed step: every peer agreed to stop here (one was signalled).
   virtual bool StopAfterThisStep() const { return false; }
   // Any thread, idempotent: make the step in flight (and any later call) fail
