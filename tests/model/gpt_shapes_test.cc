@@ -16,8 +16,8 @@ namespace {
 
 std::unique_ptr<Gpt> Make(const GptConfig& c, int max_batch, int attention_block,
                           int64_t lm_head_chunk_floats = 0) {
-  auto g = Gpt::Create(c, GptOptions{Precision::kFp32, false, max_batch, attention_block,
-                                     lm_head_chunk_floats});
+  auto g = Gpt::Create(
+      c, GptOptions{Precision::kFp32, false, max_batch, attention_block, lm_head_chunk_floats});
   REQUIRE_MESSAGE(g.ok(), g.status().ToString());
   return std::move(g).value();
 }
