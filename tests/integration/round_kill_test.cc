@@ -136,29 +136,7 @@ double WaitRejoinedAtOuterStep(FaultCluster& c, int who, size_t before, double t
       },
       60);
   if (!found) return -1;
-  c.WaitUntil(
-      [&] {
-        for (int i = 0; i < c.size(); ++i) {
-          if (i == who) continue;
-          for (const Metric& m : c.Metrics(i)) {
-            if (m.step == first.step && m.epoch == first.epoch) return true;
-          }
-        }
-        return false;
-      },
-      10);
-  int compared = 0;
-  for (int i = 0; i < c.size(); ++i) {
-    if (i == who) continue;
-    for (const Metric& m : c.Metrics(i)) {
-      if (m.step != first.step || m.epoch != first.epoch) continue;
-      ++compared;
-      CHECK_MESSAGE(m.hash == first.hash, "rejoined peer " << who << " step " << first.step
-                                                           << " hash " << first.hash << " vs peer "
-                                                           << i << " " << m.hash);
-    }
-  }
-  CHECK_MESSAGE(compared > 0, "no other peer reported step " << first.step);
+  CheckOthersHoldHash(c, who, first);
   // The state it received, from its newest incarnation's log.
   const std::string logs = c.Logs(who);
   static const std::regex received(R"(state transfer: received step (\d+) )");
