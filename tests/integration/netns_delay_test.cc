@@ -1,10 +1,11 @@
 // The netns test bed's delayed links (tools/netns-cluster --delay/--jitter/--loss, which
 // start tools/netem/relay.cc on each link): 2 peers at 100 Mbit/s, 40 ms one-way delay,
-// 4 ms jitter, 1% loss one way. Measured with tools/netem/probe.cc (no `ping` here):
+// 4 ms jitter, 1% loss one way, MTU 1400 (every interface of the links must have it).
+// Measured with tools/netem/probe.cc (no `ping` here):
 // UDP echoes (RTT within 10% of the 80 ms set, never below what the jitter allows; loss
 // of round trips within a factor 2 of the expected 2%, and the same round trips the
 // relays' counters say they dropped), and one TCP stream (goodput
-// within 10% of what 100 Mbit/s carries at MTU 1500; the RTT TCP itself measures is the
+// within 10% of what 100 Mbit/s carries at MTU 1400; the RTT TCP itself measures is the
 // delayed one, i.e. packets, not connections, are delayed). Then `down` must leave no
 // relay process and no namespace. Root and `ip netns` only: otherwise it exits 77
 // (ctest: skipped). Bounded: ~25 s; the cluster is torn down also when a check fails.
@@ -15,6 +16,7 @@
 
 #include <cstdlib>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -65,6 +67,24 @@ double RelayLosses(const NetnsCluster& cluster, const std::vector<int>& pids) {
   return lost;
 }
 
+// "NAME MTU" for every interface but lo of namespace `ns` (`ip -o link`: "2: eth0@if5:
+// <...> mtu 1400 qdisc ...").
+std::vector<std::string> InterfaceMtus(const std::string& ns, const TempDir& tmp) {
+  const RunResult r =
+      RunCommand({"/bin/sh", "-c", "ip -n " + ns + " -o link show"}, tmp.path(), 20);
+  INFO("ip -n ", ns, " -o link show: ", r.out, r.err);
+  REQUIRE(r.exit_code == 0);
+  std::vector<std::string> found;
+  static const std::regex re("^[0-9]+: ([^:@ ]+)[^ ]*:? .* mtu ([0-9]+) ");
+  std::istringstream in(r.out);
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, re) && m[1].str() != "lo")
+      found.push_back(m[1].str() + " " + m[2].str());
+  }
+  return found;
+}
+
 }  // namespace
 
 TEST_CASE("netns delayed links: RTT, goodput and loss as set, and down removes the relays") {
@@ -76,15 +96,35 @@ TEST_CASE("netns delayed links: RTT, goodput and loss as set, and down removes t
   }
   std::vector<int> relay_pids;
   std::string prefix;
+  constexpr int kMtu = 1400;
   {
     NetnsCluster cluster(tmp, "dl",
                          {"2", "--rate", "100mbit", "--delay", "40ms", "--jitter", "4ms", "--loss",
-                          "1%", "--port", "32100"});
+                          "1%", "--port", "32100", "--mtu", std::to_string(kMtu)});
     INFO("netns-cluster up:\n", cluster.up_result().out, cluster.up_result().err);
     REQUIRE(cluster.up_result().exit_code == 0);
     prefix = cluster.prefix();
     relay_pids = RelayPids(cluster, 2);
     for (int pid : relay_pids) REQUIRE(pid > 0);
+
+    // Every interface of the links has the MTU set, both ends of both veth pairs of a
+    // relayed link included (`ip link add ... mtu M type veth peer ...` sets one end only;
+    // a relay end left at 1500 dropped every larger frame). kMtu is not the default 1500,
+    // so an end left at the default shows.
+    std::vector<std::string> mtus = InterfaceMtus(prefix + "hub", tmp);
+    for (int i = 0; i < 2; ++i) {
+      const std::vector<std::string> peer = InterfaceMtus(cluster.Namespace(i), tmp);
+      mtus.insert(mtus.end(), peer.begin(), peer.end());
+    }
+    MESSAGE("interface MTUs: " << [&] {
+      std::string all;
+      for (const std::string& m : mtus) all += m + ", ";
+      return all;
+    }());
+    // Hub: br0, p0, r0, b0, p1, r1, b1; each peer: eth0.
+    CHECK(mtus.size() == 9);
+    for (const std::string& m : mtus)
+      CHECK_MESSAGE(m.substr(m.find(' ') + 1) == std::to_string(kMtu), "interface, MTU: ", m);
 
     ProcessGroup servers(tmp.path());
     servers.Start(
@@ -144,8 +184,9 @@ TEST_CASE("netns delayed links: RTT, goodput and loss as set, and down removes t
     // TCP's own RTT estimate includes the delay: it sees the packets' delay.
     CHECK(JsonNumber(send, "min_rtt_ms") >= 0.9 * rtt_set_ms);
     CHECK(JsonNumber(send, "min_rtt_ms") <= 1.1 * rtt_set_ms);
-    // 100 Mbit/s of Ethernet frames carries 1448 payload bytes per 1514-byte frame.
-    const double payload_mbit = 100.0 * 1448 / 1514;
+    // 100 Mbit/s of Ethernet frames carries MTU - 52 payload bytes (IPv4, TCP and its
+    // timestamps) per MTU + 14-byte frame.
+    const double payload_mbit = 100.0 * (kMtu - 52) / (kMtu + 14);
     CHECK(JsonNumber(sink, "mbit_s_steady") >= 0.9 * payload_mbit);
     CHECK(JsonNumber(sink, "mbit_s_steady") <= 1.05 * payload_mbit);
   }
