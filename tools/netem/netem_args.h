@@ -13,6 +13,7 @@
 #include <string>
 
 #include <sched.h>
+#include <sys/random.h>
 
 namespace netem {
 
@@ -95,7 +96,7 @@ struct RelayArgs {
   int64_t delay_ns = 0, jitter_ns = 0;
   double loss = 0;
   size_t queue_bytes = size_t{16} << 20;
-  uint64_t seed = 0;  // 0: from the clock
+  uint64_t seed = 0;  // 0: from getrandom (see relay.cc)
   bool realtime = true;
 };
 
@@ -135,7 +136,14 @@ inline RelayArgs ParseRelayArgs(int argc, char** argv) {
   if (r.a.size() >= 16 || r.b.size() >= 16) Die("interface names have at most 15 characters");
   if (r.jitter_ns > 2 * r.delay_ns)
     Die("--jitter must be at most twice --delay (a packet's delay is delay +- jitter/2)");
-  if (r.seed == 0) r.seed = static_cast<uint64_t>(time(nullptr)) ^ (uint64_t{1} << 40);
+  // Random, not the clock: relays started in the same second must not draw the same
+  // losses. 52 bits, so that --seed can replay it.
+  while (r.seed == 0) {
+    uint64_t v = 0;
+    if (getrandom(&v, sizeof(v), 0) != static_cast<ssize_t>(sizeof(v)))
+      Die(std::string("getrandom: ") + strerror(errno));
+    r.seed = v & ((uint64_t{1} << 52) - 1);
+  }
   return r;
 }
 

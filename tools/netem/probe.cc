@@ -4,7 +4,8 @@
 //
 //   netem-probe udp-echo --port P [--seconds 60]       # echo server, exits after S s
 //   netem-probe udp-rtt  --to IP:PORT [--count 1000] [--interval 1ms] [--size 64]
-//       -> sent, received, loss (fraction of round trips), rtt_ms_{min,mean,p50,p90,max}
+//       -> sent, received, loss (fraction of round trips), rtt_ms_{min,mean,p50,p90,max},
+//          warmup_probes, warmup_ms (see below)
 //   netem-probe tcp-sink --port P [--seconds 60] [--buffer 16777216]
 //       receives one connection to EOF
 //       -> bytes, seconds, mbit_s (first byte to EOF), mbit_s_steady (its second half)
@@ -19,7 +20,10 @@
 //
 // UDP probes carry a sequence number and send time; a reply that comes after the last
 // probe's wait (1 s, or 4x the largest RTT seen) counts as lost; replies that are not
-// ours (wrong size or sequence) are ignored.
+// ours (wrong size or sequence) are ignored. udp-rtt first sends warm-up probes (every
+// --interval, at least 10 ms apart; not counted) until one is answered, at most 10 s: the
+// first probes of a cold path would otherwise count the echo server's start-up and the
+// neighbour (ARP) resolution as loss. -> also warmup_probes, warmup_ms.
 #include <arpa/inet.h>
 #include <linux/tcp.h>  // (not netinet/tcp.h: its tcp_info has no tcpi_min_rtt)
 #include <netinet/in.h>
@@ -150,9 +154,38 @@ int UdpRtt(const Options& o) {
     uint64_t seq;
     int64_t sent_ns;
   };
+  std::vector<char> buf(static_cast<size_t>(o.size), 0);
+  // Warm-up: probes tagged kWarmupSeq until one comes back, so that what the path needs
+  // before it carries anything (the echo server's start, ARP) is not counted as loss.
+  constexpr uint64_t kWarmupSeq = ~uint64_t{0};
+  const int64_t warmup_start = NowNs();
+  int64_t warmup_probes = 0;
+  for (bool answered = false; !answered;) {
+    const int64_t now = NowNs();
+    if (now - warmup_start > 10 * int64_t{1000000000})
+      Die("udp-rtt: no echo from " + o.to + " within 10 s (" + std::to_string(warmup_probes) +
+          " probes sent)");
+    Probe p{kWarmupSeq, now};
+    memcpy(buf.data(), &p, sizeof(p));
+    if (send(fd, buf.data(), buf.size(), 0) < 0 && errno != ECONNREFUSED)
+      Die(std::string("send: ") + strerror(errno));
+    ++warmup_probes;
+    const int64_t until = now + std::max<int64_t>(o.interval_ns, 10000000);
+    for (int64_t t = NowNs(); !answered && t < until; t = NowNs()) {
+      timespec w{static_cast<time_t>((until - t) / 1000000000),
+                 static_cast<long>((until - t) % 1000000000)};
+      pollfd pfd{fd, POLLIN, 0};
+      if (ppoll(&pfd, 1, &w, nullptr) <= 0) continue;
+      char in[2048];
+      const ssize_t n = recv(fd, in, sizeof(in), 0);  // (ECONNREFUSED: no server yet)
+      if (n != o.size) continue;
+      memcpy(&p, in, sizeof(p));
+      answered = p.seq == kWarmupSeq;
+    }
+  }
+  const double warmup_ms = static_cast<double>(NowNs() - warmup_start) / 1e6;
   std::vector<double> rtts_ms;
   std::vector<char> seen(static_cast<size_t>(o.count), 0);
-  std::vector<char> buf(static_cast<size_t>(o.size), 0);
   int64_t sent = 0, next_send = NowNs(), deadline = -1, max_rtt_ns = 0;
   while (true) {
     const int64_t now = NowNs();
@@ -195,10 +228,11 @@ int UdpRtt(const Options& o) {
   mean = rtts_ms.empty() ? -1 : mean / static_cast<double>(rtts_ms.size());
   printf(
       "{\"sent\":%lld,\"received\":%zu,\"loss\":%.5f,\"rtt_ms_min\":%.3f,\"rtt_ms_mean\":%.3f,"
-      "\"rtt_ms_p50\":%.3f,\"rtt_ms_p90\":%.3f,\"rtt_ms_max\":%.3f}\n",
+      "\"rtt_ms_p50\":%.3f,\"rtt_ms_p90\":%.3f,\"rtt_ms_max\":%.3f,\"warmup_probes\":%lld,"
+      "\"warmup_ms\":%.1f}\n",
       static_cast<long long>(sent), rtts_ms.size(),
       1.0 - static_cast<double>(rtts_ms.size()) / static_cast<double>(sent), pct(0), mean, pct(0.5),
-      pct(0.9), pct(1));
+      pct(0.9), pct(1), static_cast<long long>(warmup_probes), warmup_ms);
   return 0;
 }
 

@@ -9,6 +9,11 @@
 //   netem-relay --a IFACE --b IFACE [--delay 20ms] [--jitter 2ms] [--loss 0.05%]
 //               [--queue-bytes 16777216] [--seed N] [--realtime 1|0]
 //
+// --seed 0 (the default) draws a seed from the kernel's random pool (getrandom), so the
+// relays of one cluster draw independent losses and jitters (a seed from the clock gave
+// every relay started in the same second the same stream); the seed is printed with the
+// counters, and --seed replays it.
+//
 // Per direction (A->B and B->A alike):
 //   - delay: every packet is held `delay` + U(-jitter/2, +jitter/2) after it was read
 //     (uniform jitter, never below 0);
@@ -34,7 +39,9 @@
 // processes hold the cores, a descheduled relay delays packets more, never less. IPv4/IPv6
 // agnostic: it never parses past the Ethernet header.
 //
-// On exit (SIGTERM, SIGINT) it prints one JSON line of counters to stderr and exits 0;
+// On SIGUSR1 it prints one JSON line of counters so far to stderr (tests compare them with
+// what a probe measured: every loss they count was drawn here); on exit (SIGTERM, SIGINT)
+// it prints the line again and exits 0;
 // if an interface disappears (its veth pair deleted) it exits 1 within a second; a link
 // set down (tools/netns-partition) only drops the frames sent meanwhile.
 #include <arpa/inet.h>
@@ -65,8 +72,9 @@
 
 namespace {
 
-volatile sig_atomic_t g_stop = 0;
+volatile sig_atomic_t g_stop = 0, g_report = 0;
 void OnSignal(int) { g_stop = 1; }
+void OnReport(int) { g_report = 1; }
 
 int64_t NowNs() {
   timespec ts;
@@ -140,8 +148,13 @@ class Relay {
     sigprocmask(SIG_BLOCK, nullptr, &run_mask);
     sigdelset(&run_mask, SIGTERM);
     sigdelset(&run_mask, SIGINT);
+    sigdelset(&run_mask, SIGUSR1);
     int64_t last_check_ns = NowNs();
     while (!g_stop) {
+      if (g_report) {
+        g_report = 0;
+        PrintCounters();
+      }
       int64_t next_due = -1;
       for (Direction& d : dirs_) {
         if (!Release(d)) return 1;
@@ -294,7 +307,8 @@ class Relay {
   }
 
   void PrintCounters() const {
-    std::string line = "{\"relay\":\"" + args_.a + "<->" + args_.b + "\"";
+    std::string line =
+        "{\"relay\":\"" + args_.a + "<->" + args_.b + "\",\"seed\":" + std::to_string(args_.seed);
     for (const Direction& d : dirs_) {
       char buf[256];
       snprintf(buf, sizeof(buf),
@@ -306,6 +320,7 @@ class Relay {
       line += buf;
     }
     fprintf(stderr, "%s}\n", line.c_str());
+    fflush(stderr);
   }
 
   netem::RelayArgs args_;
@@ -326,11 +341,14 @@ int main(int argc, char** argv) {
   sigemptyset(&stop);
   sigaddset(&stop, SIGTERM);
   sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGUSR1);
   sigprocmask(SIG_BLOCK, &stop, nullptr);
   struct sigaction sa {};
   sa.sa_handler = OnSignal;
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
+  sa.sa_handler = OnReport;
+  sigaction(SIGUSR1, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
   if (args.realtime) netem::TryRealtime("netem-relay");
   prctl(PR_SET_TIMERSLACK, 1000UL);  // wake within ~1 us of a packet's due time, not 50 us
