@@ -180,6 +180,9 @@ class ElasticReducer final : public GradientReducer {
   bool StepAborted() const override { return aborted_.load(); }
   absl::Status StepFailed(const absl::Status& error) override;
   void StepCompleted(int64_t step) override;
+  void CommitExchange() override {
+    if (inner_) inner_->CommitExchange();
+  }
   bool StopAfterThisStep() const override { return stop_after_step_; }
   bool WritesCheckpoints() const override;
 

@@ -208,6 +208,10 @@ class GradientReducer {
   // began but was never completed is undone at the next BeginStep
   // (collective/bucketed_reducer.h "Steps that are not applied").
   virtual void StepCompleted(int64_t /*step*/) {}
+  // The exchange that last finished is final for error feedback now, although its step
+  // is not completed yet (round sync drains two exchanges in one step: the second's
+  // BeginStep would otherwise undo the first's residuals). Default: nothing to keep.
+  virtual void CommitExchange() {}
   // After a completed step: every peer agreed to stop here (one was signalled).
   virtual bool StopAfterThisStep() const { return false; }
   // Any thread, idempotent: make the step in flight (and any later call) fail

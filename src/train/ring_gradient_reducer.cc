@@ -470,6 +470,10 @@ void RingGradientReducer::StepCompleted(int64_t /*step*/) {
   if (buckets() != nullptr) (void)buckets()->CommitStep();
 }
 
+void RingGradientReducer::CommitExchange() {
+  if (buckets() != nullptr) (void)buckets()->CommitStep();
+}
+
 std::vector<std::pair<size_t, size_t>> RingGradientReducer::OwnedRanges(size_t length) const {
   if (!options_.shard_optimizer) return {{0, length}};
   return OwnedPieces(length, options_.buckets.bucket_bytes, peers(), rank());

@@ -149,12 +149,19 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
     // with the rest; mid-round it takes the serving peer's current replica.
     state.buffers.push_back({"outer_start", t->round_->start()});
     state.buffers.push_back({"outer_momentum", t->round_->momentum()});
+    if (config.round.overlap) {
+      // With overlap also the pending round: its anchor and whether there is one (the
+      // receiver takes part in its redo with no tokens of its own).
+      state.buffers.push_back({"outer_anchor", t->round_->anchor()});
+      state.buffers.push_back({"outer_pending", t->round_->pending_flag()});
+    }
   }
   // An elastic ring serves and replaces this state at step boundaries.
   Trainer* self = t.get();
   state.before_overwrite = [self] {
     self->FinishBackgroundCheckpoint();
     if (self->round_) self->round_->ForgetRound();
+    self->exchange_live_ = false;  // it went with the ring of the old view
   };
   RETURN_IF_ERROR(t->reducer_->AttachState(state, t->loaded_epoch_));
   // A ring starts from the leader's state, whatever each peer loaded (ring_gradient_reducer.h).
