@@ -19,9 +19,13 @@ def main():
     end = by[last_full]
     tokens = end["tokens"] - first["tokens"]
     wall_s = end["time"] - first["time"]
-    compute_s = sum(by[s]["compute_ms"] for s in range(2, last_full + 1)) / 1e3
-    outer = [round(by[s]["outer_ms"]) for s in range(2, last_full + 1)
-             if by[s].get("outer_ms", -1) >= 0]
+    window = [s for s in range(2, last_full + 1) if s in by]
+    # Steps without a line of peer 0 (it received another peer's state after a view
+    # change): the run is not a clean measurement, and says so.
+    missing = last_full - 1 - len(window)
+    epochs = sorted({m["epoch"] for m in by.values()})
+    compute_s = sum(by[s]["compute_ms"] for s in window) / 1e3
+    outer = [round(by[s]["outer_ms"]) for s in window if by[s].get("outer_ms", -1) >= 0]
     print(json.dumps({
         "run": path.split("/")[-1].replace(".rank0.jsonl", ""),
         "tokens_per_s": round(tokens / wall_s, 1),
@@ -29,6 +33,8 @@ def main():
         "share_computing": round(compute_s / wall_s, 3),
         "outer_ms_at_round_ends": outer,
         "outer_bytes": end.get("outer_bytes"),
+        "view_epochs": epochs,
+        "steps_missing": missing,
     }))
 
 
