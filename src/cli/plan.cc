@@ -17,6 +17,7 @@
 #include "cli/subcommand.h"
 #include "train/run_cost.h"
 #include "train/run_plan.h"
+#include "train/sync_choice.h"
 
 ABSL_FLAG(int, peers, 8, "plan: number of peers in the ring");
 ABSL_FLAG(double, ram_gb, 32, "plan: RAM per peer, GB (1e9 bytes)");
@@ -73,6 +74,38 @@ void PrintStepTime(const train::RunPlan& p) {
                p.equal_tokens_per_s);
   absl::PrintF("  --balance on   %8.3f s per step  %10.0f tokens/s  (%.2fx)\n", p.balanced_step_s,
                p.balanced_tokens_per_s, p.balanced_tokens_per_s / p.equal_tokens_per_s);
+}
+
+// Without --outer-every: per-step sync (each codec, top-k's warm-up counted, the
+// accumulation that would hide the exchange) against round sync on this link, and the
+// suggestion (train/sync_choice.h). Returns the JSON fields (",...").
+std::string PrintSyncComparison(const train::SyncComparison& c) {
+  absl::PrintF("\nper-step sync against round sync on this link (compute only: %.0f tokens/s)\n",
+               c.compute_only_tokens_per_s);
+  absl::PrintF("  %-66s %8s %8s %18s  %s\n", "train flags", "tokens/s", "of comp.", "memory",
+               "learns well");
+  std::vector<std::string> rows;
+  for (const train::SyncOption& o : c.options) {
+    const std::string flags = o.note.empty() ? o.flags : absl::StrCat(o.flags, " (", o.note, ")");
+    absl::PrintF("  %-66s %8.0f %7.1f%% %7.1f GB %-7s  %s\n", flags, o.tokens_per_s,
+                 100 * o.of_compute, o.memory_bytes / 1e9, o.fits ? "fits" : "too big", o.learning);
+    rows.push_back(absl::StrFormat(
+        "{\"kind\":\"%s\",\"flags\":\"%s\",\"tokens_per_s\":%.1f,\"of_compute\":%.4f,"
+        "\"memory_bytes\":%.0f,\"fits\":%s,\"learns_well\":%s}",
+        o.kind, o.flags, o.tokens_per_s, o.of_compute, o.memory_bytes, o.fits ? "true" : "false",
+        o.learns_well ? "true" : "false"));
+  }
+  std::string suggested;
+  if (c.suggested >= 0) {
+    const train::SyncOption& s = c.options[c.suggested];
+    suggested = s.flags;
+    absl::PrintF("  suggested: %s (%.0f tokens/s, %.1f%% of compute only)\n", s.flags,
+                 s.tokens_per_s, 100 * s.of_compute);
+  } else {
+    absl::PrintF("  suggested: nothing that learns well fits in memory\n");
+  }
+  return absl::StrFormat(",\"sync_options\":[%s],\"suggested_sync\":\"%s\"",
+                         absl::StrJoin(rows, ","), suggested);
 }
 
 // --train-tokens, --price-per-hour, --gpu-prices: what the planned run costs, and the same
@@ -297,6 +330,16 @@ int RunPlan(const std::vector<std::string>& positional) {
   }
   absl::PrintF("  suggested --compress %s\n", p.recommended_codec);
   if (timed && p.round.every == 0) PrintStepTime(p);
+  std::string sync_json;
+  if (timed && p.round.every == 0 && in.peers >= 2) {
+    absl::StatusOr<train::SyncComparison> compared = train::CompareSync(in);
+    if (!compared.ok()) {
+      std::fprintf(stderr, "ringtrain plan: %s\n",
+                   std::string(compared.status().message()).c_str());
+      return 2;
+    }
+    sync_json = PrintSyncComparison(*compared);
+  }
   std::string round_json;
   if (p.round.every > 0) {
     const train::RoundEstimate& r = p.round;
@@ -330,13 +373,14 @@ int RunPlan(const std::vector<std::string>& positional) {
       "\"fits\":%s,\"max_batch\":%d,"
       "\"compute_s\":%.6f,\"codecs\":[%s],\"suggested_compress\":\"%s\",\"peer_gflops\":[%s],"
       "\"equal_slots\":[%s],\"balanced_slots\":[%s],\"equal_step_s\":%.6f,"
-      "\"balanced_step_s\":%.6f,\"equal_tokens_per_s\":%.1f,\"balanced_tokens_per_s\":%.1f%s%s}\n",
+      "\"balanced_step_s\":%.6f,\"equal_tokens_per_s\":%.1f,\"balanced_tokens_per_s\":%.1f%s%s%s}"
+      "\n",
       p.n_params, p.flops_per_token, static_cast<long long>(p.tokens_per_step), in.zero,
       p.sharded ? "true" : "false", p.total, p.activations, in.ram_bytes, p.fits ? "true" : "false",
       p.max_batch_that_fits, p.compute_s, absl::StrJoin(codec_json, ","), p.recommended_codec,
       absl::StrJoin(p.peer_gflops, ","), absl::StrJoin(p.equal_shares, ","),
       absl::StrJoin(p.balanced_shares, ","), p.equal_step_s, p.balanced_step_s,
-      p.equal_tokens_per_s, p.balanced_tokens_per_s, cost_json, round_json);
+      p.equal_tokens_per_s, p.balanced_tokens_per_s, cost_json, round_json, sync_json);
   return 0;
 }
 

@@ -4,14 +4,17 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "ckpt/peer_marker.h"
 #include "cli/common_flags.h"
 #include "cli/fetch_setup.h"
@@ -107,6 +110,25 @@ absl::Status CheckBf16Speed() {
       "(or auto) trains faster here",
       isa, fp32.gflops / bf16.gflops, bf16.gflops, fp32.gflops);
   return absl::OkStatus();
+}
+
+// The test fault of train::AllgatherStop from $RINGTRAIN_TEST_STOP_IN_ALLGATHER:
+// "N:before" or "N:after-own" (N >= 1: this process's Nth parameter allgather); unset
+// or empty: none. Only fault tests set it.
+absl::StatusOr<train::AllgatherStop> AllgatherStopFromEnv() {
+  train::AllgatherStop stop;
+  const char* env = std::getenv("RINGTRAIN_TEST_STOP_IN_ALLGATHER");
+  if (env == nullptr || *env == '\0') return stop;
+  const std::vector<std::string> parts = absl::StrSplit(env, ':');
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &stop.at) || stop.at < 1 ||
+      (parts[1] != "before" && parts[1] != "after-own")) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "RINGTRAIN_TEST_STOP_IN_ALLGATHER (a test fault): expected N:before or N:after-own "
+        "with N >= 1, got '%s'",
+        env));
+  }
+  stop.after_own_segment = parts[1] == "after-own";
+  return stop;
 }
 
 // m.jsonl -> m.rank1.jsonl (other names: FILE -> FILE.rank1): every peer of a local
@@ -242,6 +264,7 @@ absl::StatusOr<std::unique_ptr<train::ElasticReducer>> JoinTrainCluster(
         "a codec that exists to avoid such bytes");
   }
   ring_options.shard_optimizer = zero == 1;
+  ASSIGN_OR_RETURN(ring_options.test_stop_in_allgather, AllgatherStopFromEnv());
   if (c->round.enabled()) {
     // Round sync: the reducer's exchange is the outer one, once per round, with
     // --outer-compress (its error feedback kept per peer across rounds and views), and

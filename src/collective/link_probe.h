@@ -20,7 +20,9 @@
 //      last quarter as fast as its second half, within 15%: no token-bucket burst ran
 //      out inside it) with a second half of at least 3/4 stream_time, or reaches
 //      max_stream_bytes (at most 8 per direction); the rate of that stream's second
-//      half is reported to the sender. So a pair costs a few stream_time plus a few RTT
+//      half (the least-squares slope of bytes over the arrival times of its chunks, 64
+//      per stream: robust to the RTT-long holes that lost packets leave) is reported
+//      to the sender. So a pair costs a few stream_time plus a few RTT
 //      on any link speed, shaped by a token bucket or not, and the whole probe about
 //      rounds * that;
 //   4. the acceptor acknowledges and both close the pair's link.
@@ -57,7 +59,7 @@ struct ProbeOptions {
   size_t warmup_bytes = size_t{256} << 10;
   size_t min_stream_bytes = size_t{256} << 10;
   size_t max_stream_bytes = size_t{16} << 20;
-  size_t max_chunk_bytes = size_t{1} << 20;             // stream frame size (at most; >= 16 chunks)
+  size_t max_chunk_bytes = size_t{1} << 20;             // stream frame size (at most; >= 64 chunks)
   absl::Duration stream_time = absl::Milliseconds(40);  // timed half of a stream
   absl::Duration timeout = absl::Seconds(30);           // per link setup and per receive
   AbortSignal* abort = nullptr;  // optional: Abort() makes the probe fail promptly

@@ -142,6 +142,10 @@ absl::Status RingAllreduce::ExchangeAllgather() {
   for (size_t c = 0; c < chunks_per_segment_; ++c) {
     RETURN_IF_ERROR(SendChunk(Chunk(Mod(rank_ + 1), c)));
   }
+  if (options_.after_own_segment) {
+    RETURN_IF_ERROR(ring_->WaitSendsDone(options_.timeout));
+    options_.after_own_segment();
+  }
   for (int k = 0; k < size_ - 2; ++k) {
     const int segment = Mod(rank_ - k);
     for (size_t c = 0; c < chunks_per_segment_; ++c) {

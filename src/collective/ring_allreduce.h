@@ -24,6 +24,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -59,6 +60,11 @@ struct AllreduceOptions {
   absl::Duration timeout = absl::Seconds(120);  // per receive / per wait for sends
   WireFormat wire = WireFormat::kFp32;
   RingPhases phases = RingPhases::kAllreduce;
+  // Test fault (kAllgather only; empty in production): called once this peer's own
+  // segment has left (its sends done), before it receives or forwards anything, so a
+  // test can freeze the peer at the one moment where its successor holds that segment
+  // and no peer holds what it would have forwarded (train/ring_gradient_reducer.h).
+  std::function<void()> after_own_segment;
 };
 
 // The [begin, end) range of a `length`-float buffer whose complete sum the peer at ring

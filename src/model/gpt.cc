@@ -65,11 +65,14 @@ GptImpl::GptImpl(const GptConfig& c, const GptOptions& o, bool allocate)
   if (llama_ && allocate) rope_ = RopeTable(Tmax_, hs_, c.rope_theta);
   Mmax_ = static_cast<int64_t>(o.max_batch) * Tmax_;
   attn_block_ = o.attention_block > 0 ? o.attention_block : AttentionBlock(Tmax_);
-  // LM-head rows per chunk: logits of about 16M floats (64 MB) exist at a time. The
+  // LM-head rows per chunk: logits of about 16M floats (64 MB, or
+  // o.lm_head_chunk_floats) exist at a time. The
   // rows are split into equal chunks rounded up to a multiple of 64: oneDNN's bf16
   // kernels block rows by 16-64, and a ragged last chunk (1024 rows at vocab 50,257 were
   // 333+333+333+25) cost the LM head 8% of its time on the 124M shape.
-  const int64_t cap_rows = std::max<int64_t>((int64_t{16} << 20) / V_, 1);
+  const int64_t cap_floats =
+      o.lm_head_chunk_floats > 0 ? o.lm_head_chunk_floats : int64_t{16} << 20;
+  const int64_t cap_rows = std::max<int64_t>(cap_floats / V_, 1);
   const int64_t chunks = (Mmax_ + cap_rows - 1) / cap_rows;
   lm_rows_ = std::min(Mmax_, ((Mmax_ + chunks - 1) / chunks + 63) / 64 * 64);
 
@@ -300,6 +303,10 @@ absl::Status Validate(const GptConfig& config, const GptOptions& options) {
   if (options.attention_block < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "attention_block must be 0 (auto) or positive, got ", options.attention_block));
+  }
+  if (options.lm_head_chunk_floats < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "lm_head_chunk_floats must be 0 (16M) or positive, got ", options.lm_head_chunk_floats));
   }
   return absl::OkStatus();
 }

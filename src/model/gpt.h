@@ -33,6 +33,10 @@ struct GptOptions {
   // Rows per block of the causal attention matmuls (model/causal_attention.h); 0 picks
   // AttentionBlock(seq_len). Results do not depend on it beyond float rounding.
   int attention_block = 0;
+  // Logits the LM head holds at once (floats): its rows are computed in chunks of about
+  // this many; 0 = 16M floats (64 MB). Tests set it small to reach several chunks with
+  // a small vocabulary. Results do not depend on it beyond float rounding.
+  int64_t lm_head_chunk_floats = 0;
 };
 
 // Wall time per layer kind, accumulated over calls while profiling is on (ms).

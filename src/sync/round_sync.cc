@@ -81,6 +81,7 @@ void RoundSync::BeginRound(absl::Span<const float> params) {
   std::copy(params.begin(), params.end(), start_.data());
   round_tokens_ = 0;
   inner_done_step_ = -1;
+  sitting_out_ = false;
   DropPending();
 }
 
@@ -88,6 +89,29 @@ void RoundSync::ForgetRound() {
   round_tokens_ = 0;
   pending_tokens_ = 0;
   inner_done_step_ = -1;
+  replaced_ = true;
+}
+
+void RoundSync::AfterReplacedState(bool at_round_start, absl::Span<float> params) {
+  replaced_ = false;
+  if (at_round_start && !has_pending()) {
+    BeginRound(params);  // a drained round's end (or none yet): params == start, shared
+    return;
+  }
+  // The received replica is one peer's own (mid-round; or, with overlap, a round's end
+  // whose exchange is pending: the serving peer's replica carries its own round, which
+  // that peer contributes). Back to the shared copy G (start); with overlap, the anchor
+  // too and no tokens in the pending round: this peer takes part in its redo with weight
+  // 0 and the rebase at the outer step brings it to the new shared copy. The pending
+  // flag stays as received (every peer of the ring redoes that exchange).
+  std::copy(start_.data(), start_.data() + params.size(), params.begin());
+  if (options_.overlap) std::copy(start_.data(), start_.data() + anchor_.size(), anchor_.data());
+  round_tokens_ = 0;
+  pending_tokens_ = 0;
+  inner_done_step_ = -1;
+  // At a round's end (overlap, pending) the new round begins from G here: nothing to
+  // sit out. Mid-round the rest of the round is sat out.
+  sitting_out_ = !at_round_start;
 }
 
 float RoundSync::Weight(int64_t mine, int64_t total) {
@@ -133,6 +157,7 @@ OuterStepFigures RoundSync::Apply(absl::Span<const float> sum, absl::Span<float>
   const OuterStepFigures f = OuterUpdate(sum, params.data());
   round_tokens_ = 0;
   inner_done_step_ = -1;
+  sitting_out_ = false;
   return f;
 }
 
@@ -142,6 +167,7 @@ void RoundSync::Launch(absl::Span<const float> params) {
   pending_tokens_ = round_tokens_;
   round_tokens_ = 0;
   inner_done_step_ = -1;
+  sitting_out_ = false;  // a peer that sat the round out trains in the next one
 }
 
 void RoundSync::Recontribute(float weight) {

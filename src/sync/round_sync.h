@@ -110,9 +110,27 @@ class RoundSync {
   // if its exchange fails, the step is redone from the exchange (InnerDone).
   void MarkInnerDone(int64_t step) { inner_done_step_ = step; }
   bool InnerDone(int64_t step) const { return inner_done_step_ == step; }
-  // The state was replaced from outside (a peer that was behind received the ring's):
-  // no inner work of this peer is pending any more and its round holds no tokens of its own.
+  // The state was replaced from outside (a peer that was behind, or joined, received the
+  // ring's): no inner work of this peer is pending any more and its round holds no tokens
+  // of its own; AfterReplacedState says how the round goes on.
   void ForgetRound();
+  bool replaced() const { return replaced_; }
+  // Called before the next step once the state was replaced, with `at_round_start`
+  // whether the received state ends a round (steps done a multiple of H, or 0). There
+  // the round begins from the received parameters (the ring's shared ones). Mid-round
+  // the received replica is one peer's own: this peer goes back to the round's shared
+  // start (the received round-start copy) and sits the rest of the round out (no inner
+  // steps, no tokens, weight 0 at the exchange), so it trains from the next round's
+  // shared parameters, with the outer state, as every other peer. With overlap and a
+  // pending round (received with the anchor and the pending flag), even at a round's
+  // start the received replica is the serving peer's own: params and anchor go back to
+  // the shared copy (start), the pending round is kept with no tokens of this peer (it
+  // joins the redo with weight 0), and mid-round the peer sits out as above.
+  void AfterReplacedState(bool at_round_start, absl::Span<float> params);
+  bool sitting_out() const { return sitting_out_; }
+  // This peer's loss of its last inner step (what a redone exchange's step reports).
+  void set_inner_loss(double loss) { inner_loss_ = loss; }
+  double inner_loss() const { return inner_loss_; }
 
   // Weight of this peer in the round: mine / total (1 when alone; 0 when total is 0).
   static float Weight(int64_t mine, int64_t total);
@@ -172,6 +190,9 @@ class RoundSync {
   int64_t round_tokens_ = 0;
   int64_t pending_tokens_ = 0;
   int64_t inner_done_step_ = -1;
+  bool replaced_ = false;     // ForgetRound until AfterReplacedState
+  bool sitting_out_ = false;  // until the round's end (Apply, or Launch with overlap)
+  double inner_loss_ = 0;
 };
 
 }  // namespace rt::sync

@@ -170,10 +170,14 @@ absl::Status ElasticReducer::StepFailed(const absl::Status& error) {
   return absl::OkStatus();
 }
 
-void ElasticReducer::StepCompleted(int64_t step) {
+void ElasticReducer::Completed(int64_t step, bool boundary) {
   if (inner_) inner_->StepCompleted(step);  // the step's residuals are final
   version_ = {view_.epoch, step};
-  service_->StepCompleted(version_);
+  if (boundary) {
+    service_->StepCompleted(version_);
+  } else {
+    service_->SetState(version_);  // no admission: the replicas differ between outer steps
+  }
   consecutive_failures_ = 0;
   failed_at_ms_ = -1;
   last_step_ms_ = NowMs();

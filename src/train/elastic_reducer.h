@@ -26,7 +26,8 @@
 //     `peer_timeout_ms` as a disrupted view (StateTransferFailed with the unchanged
 //     state), which makes the leader propose a new one.
 //   Steps: StepCompleted(step) after every applied step (admissions of joiners happen
-//     at these boundaries); Internal errors (replicas diverged, token count mismatch)
+//     at these boundaries; round sync's inner steps report InnerStepCompleted, so
+//     joiners come in at outer steps); Internal errors (replicas diverged, token count mismatch)
 //     stay fatal; kMaxConsecutiveFailures failed steps in a row are fatal too.
 //   Stop: a signalled peer (stop_signals.h) votes in every step it finishes: the vote
 //     rides in the high bits of the exactly-summed token count (kStopVote), so every
@@ -179,7 +180,8 @@ class ElasticReducer final : public GradientReducer {
   absl::StatusOr<BoundaryAction> AtStepBoundary() override;
   bool StepAborted() const override { return aborted_.load(); }
   absl::Status StepFailed(const absl::Status& error) override;
-  void StepCompleted(int64_t step) override;
+  void StepCompleted(int64_t step) override { Completed(step, /*boundary=*/true); }
+  void InnerStepCompleted(int64_t step) override { Completed(step, /*boundary=*/false); }
   void CommitExchange() override {
     if (inner_) inner_->CommitExchange();
   }
@@ -197,6 +199,9 @@ class ElasticReducer final : public GradientReducer {
   absl::Status LoadSnapshot(const cluster::StateSnapshot& snap);
   cluster::StateSource Snapshot();
   void DropRing(const std::string& why);
+  // A step was applied; `boundary`: the membership may admit joiners now (every step of
+  // per-step sync, outer steps of round sync), else it only learns the new version.
+  void Completed(int64_t step, bool boundary);
   // TcpRing::Form on a helper thread, given up (Cancelled) as soon as a decision that
   // changes the view arrives (it goes to pending_), so no peer sits in a formation
   // the cluster has left behind.

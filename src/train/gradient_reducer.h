@@ -212,6 +212,10 @@ class GradientReducer {
   // is not completed yet (round sync drains two exchanges in one step: the second's
   // BeginStep would otherwise undo the first's residuals). Default: nothing to keep.
   virtual void CommitExchange() {}
+  // Round sync: an inner step (between outer steps, replicas differ) was applied. As
+  // StepCompleted, except that an elastic ring admits joiners (and drops removed hosts)
+  // only at outer steps, where every peer holds the same shared parameters.
+  virtual void InnerStepCompleted(int64_t step) { StepCompleted(step); }
   // After a completed step: every peer agreed to stop here (one was signalled).
   virtual bool StopAfterThisStep() const { return false; }
   // Any thread, idempotent: make the step in flight (and any later call) fail

@@ -15,19 +15,10 @@
 #include "core/log.h"
 #include "core/status_macros.h"
 #include "train/param_hash.h"
-#include "train/zero_pieces.h"
+#include "train/ring_error_context.h"
 
 namespace rt::train {
 namespace {
-
-// Network errors get the step and a hint: on a ring one failure cascades (each peer
-// sees its neighbour leave), so the peer named is not necessarily the one that failed.
-absl::Status WithContext(const absl::Status& s, absl::string_view context) {
-  if (s.ok()) return s;
-  return absl::Status(s.code(), absl::StrCat(context, ": ", s.message(),
-                                             " (the ring is broken: the first peer to fail "
-                                             "logged the cause)"));
-}
 
 std::vector<uint8_t> U64Bytes(absl::Span<const uint64_t> values) {
   std::vector<uint8_t> out(values.size() * 8);
@@ -472,133 +463,6 @@ void RingGradientReducer::StepCompleted(int64_t /*step*/) {
 
 void RingGradientReducer::CommitExchange() {
   if (buckets() != nullptr) (void)buckets()->CommitStep();
-}
-
-std::vector<std::pair<size_t, size_t>> RingGradientReducer::OwnedRanges(size_t length) const {
-  if (!options_.shard_optimizer) return {{0, length}};
-  return OwnedPieces(length, options_.buckets.bucket_bytes, peers(), rank());
-}
-
-std::vector<std::pair<size_t, size_t>> RingGradientReducer::ReplicaRanges(size_t length) const {
-  if (!options_.shard_optimizer) return {};
-  return ReplicaPieces(length, options_.buckets.bucket_bytes, peers(), rank());
-}
-
-absl::Status RingGradientReducer::ForwardOwnedSums(absl::Span<float> grads) {
-  auto bytes = [&grads](const std::pair<size_t, size_t>& r) {
-    return absl::Span<uint8_t>(reinterpret_cast<uint8_t*>(grads.data() + r.first),
-                               (r.second - r.first) * sizeof(float));
-  };
-  for (const auto& r : OwnedRanges(grads.size())) {
-    RETURN_IF_ERROR(ring_->SendToNext(bytes(r)));
-    counted_bytes_ += (r.second - r.first) * sizeof(float);
-  }
-  std::vector<uint8_t> scratch;
-  for (const auto& r : ReplicaRanges(grads.size())) {
-    RETURN_IF_ERROR(ring_->RecvFromPrevInto(bytes(r), &scratch, options_.timeout));
-  }
-  return ring_->WaitSendsDone(options_.timeout);
-}
-
-absl::StatusOr<double> RingGradientReducer::GradSumOfSquares(absl::Span<const float> grads) {
-  // Alone, both modes hold the whole sum: the single peer's order (LocalGradientReducer).
-  if (peers() == 1) return optim::SumOfSquares(grads);
-  const std::vector<ZeroPiece> pieces =
-      ZeroPieces(grads.size(), options_.buckets.bucket_bytes, peers());
-  std::vector<double> sums(pieces.size(), 0.0);
-  if (!options_.shard_optimizer) {
-    for (size_t i = 0; i < pieces.size(); ++i) {
-      sums[i] =
-          optim::SumOfSquares(grads.subspan(pieces[i].begin, pieces[i].end - pieces[i].begin));
-    }
-  } else {
-    // This peer's piece sums, in buffer order; every peer's arrive in ring position order.
-    std::vector<double> mine;
-    for (const ZeroPiece& p : pieces) {
-      if (p.owner == rank()) {
-        mine.push_back(optim::SumOfSquares(grads.subspan(p.begin, p.end - p.begin)));
-      }
-    }
-    std::vector<uint8_t> bytes(mine.size() * sizeof(double));
-    if (!bytes.empty()) std::memcpy(bytes.data(), mine.data(), bytes.size());
-    absl::StatusOr<std::vector<std::vector<uint8_t>>> all =
-        collective::AllgatherBytes(ring_.get(), bytes, options_.timeout);
-    RETURN_IF_ERROR(WithContext(all.status(),
-                                absl::StrFormat("step %d: summing the gradient norm", step_ + 1)));
-    counted_bytes_ += bytes.size() * static_cast<uint64_t>(peers() - 1);
-    std::vector<size_t> next(static_cast<size_t>(peers()), 0);  // per owner: its next sum
-    for (size_t i = 0; i < pieces.size(); ++i) {
-      const std::vector<uint8_t>& from = (*all)[static_cast<size_t>(pieces[i].owner)];
-      const size_t k = next[static_cast<size_t>(pieces[i].owner)]++;
-      if ((k + 1) * sizeof(double) > from.size()) {
-        return absl::DataLossError(absl::StrFormat(
-            "step %d: peer at ring position %d sent %d bytes of gradient norm pieces, fewer "
-            "than its pieces need (peers disagree on the bucket cut)",
-            step_ + 1, pieces[i].owner, from.size()));
-      }
-      std::memcpy(&sums[i], from.data() + k * sizeof(double), sizeof(double));
-    }
-  }
-  double total = 0;
-  for (double v : sums) total += v;
-  return total;
-}
-
-absl::Status RingGradientReducer::AllgatherOwned(absl::Span<float> params) {
-  if (!options_.shard_optimizer || peers() == 1) return absl::OkStatus();
-  collective::AllreduceOptions o = options_.buckets.allreduce;
-  o.wire = collective::WireFormat::kFp32;
-  o.phases = collective::RingPhases::kAllgather;
-  for (const collective::BucketedReducer::Bucket& b :
-       collective::BucketedReducer::Cut(params.size(), options_.buckets.bucket_bytes)) {
-    collective::RingAllreduce op(ring_.get(), params.subspan(b.begin, b.end - b.begin), o);
-    RETURN_IF_ERROR(WithContext(op.run(), absl::StrFormat("step %d: allgather of the updated "
-                                                          "parameters",
-                                                          step_ + 1)));
-    counted_bytes_ += op.bytes_sent();
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::vector<int64_t>> RingGradientReducer::AllgatherInt64(int64_t mine) {
-  if (in_step_) {
-    return absl::FailedPreconditionError("AllgatherInt64 called inside a step (BeginStep..Finish)");
-  }
-  RETURN_IF_ERROR(abort_->status());
-  uint8_t bytes[sizeof(int64_t)];
-  std::memcpy(bytes, &mine, sizeof(mine));
-  absl::StatusOr<std::vector<std::vector<uint8_t>>> all =
-      collective::AllgatherBytes(ring_.get(), absl::MakeConstSpan(bytes), options_.timeout);
-  RETURN_IF_ERROR(all.status());
-  counted_bytes_ += sizeof(bytes) * static_cast<uint64_t>(peers() - 1);
-  std::vector<int64_t> out;
-  for (size_t p = 0; p < all->size(); ++p) {
-    if ((*all)[p].size() != sizeof(int64_t)) {
-      return absl::DataLossError(absl::StrFormat(
-          "ring position %d sent %d bytes for one 64-bit value", p, (*all)[p].size()));
-    }
-    int64_t v;
-    std::memcpy(&v, (*all)[p].data(), sizeof(v));
-    out.push_back(v);
-  }
-  return out;
-}
-
-absl::StatusOr<collective::PieceExchangeResult> RingGradientReducer::ExchangePieces(
-    size_t length, int buffers, const std::vector<collective::FloatRange>& held,
-    const std::vector<collective::FloatRange>& needed, const collective::PieceReader& read,
-    const collective::PieceWriter& write) {
-  if (in_step_) {
-    return absl::FailedPreconditionError("ExchangePieces called inside a step (BeginStep..Finish)");
-  }
-  RETURN_IF_ERROR(abort_->status());
-  collective::PieceExchangeOptions o;
-  o.timeout = options_.timeout;
-  absl::StatusOr<collective::PieceExchangeResult> r =
-      collective::ExchangePieces(ring_.get(), length, buffers, held, needed, read, write, o);
-  RETURN_IF_ERROR(WithContext(r.status(), "moving optimizer state between peers"));
-  counted_bytes_ += r->bytes_sent;
-  return r;
 }
 
 absl::Status RingGradientReducer::AgreeCarriedMeasurements() {

@@ -118,6 +118,21 @@ struct CarriedCommState {
   // none yet) and that ring's size.
   double backward_s = -1, compute_s = -1;
   int peers = 0;
+  int64_t param_allgathers = 0;  // AllgatherOwned calls on a ring (the test fault counts them)
+};
+
+// A test fault (RingReducerOptions::test_stop_in_allgather; RINGTRAIN_TEST_STOP_IN_ALLGATHER
+// in cli/train.cc): the `at`-th parameter allgather of this process (1-based, counted
+// across the rings of its views; 0 = never) stops the process with SIGSTOP, as a peer
+// that freezes there, so fault tests reach the two ways a sharded step can break:
+//   - at the start (after_own_segment false): nobody completes the step;
+//   - after sending its own segment of the last bucket: its successor lacks the
+//     segments this peer would have forwarded; on a ring of 3 its predecessor (which
+//     needs only that segment, forwarded by the successor) holds the whole update, so
+//     survivors disagree on whether the step happened (with more peers, nobody has it).
+struct AllgatherStop {
+  int64_t at = 0;
+  bool after_own_segment = false;
 };
 
 struct RingReducerOptions {
@@ -136,6 +151,7 @@ struct RingReducerOptions {
   // (comm.reorder is turned off): a re-order would move every piece's owner. Each
   // peer also keeps its predecessor's pieces' moments (ReplicaRanges).
   bool shard_optimizer = false;
+  AllgatherStop test_stop_in_allgather;  // tests only (see AllgatherStop)
 };
 
 class RingGradientReducer final : public GradientReducer {

@@ -146,7 +146,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
   }
   if (t->round_) {
     // A peer that joins (or was behind) takes the round-start copy and the momentum
-    // with the rest; mid-round it takes the serving peer's current replica.
+    // with the rest; a replica received mid-round is one peer's own, so it goes back to
+    // the round-start copy and sits the round out (RoundSync::AfterReplacedState; with
+    // overlap also at a round's end whose exchange is pending, without sitting out).
     state.buffers.push_back({"outer_start", t->round_->start()});
     state.buffers.push_back({"outer_momentum", t->round_->momentum()});
     if (config.round.overlap) {

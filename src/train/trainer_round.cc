@@ -12,6 +12,7 @@
 #include "observe/peer_report.h"
 #include "optim/grad_clip.h"
 #include "optim/lr_schedule.h"
+#include "train/exchange_hold.h"
 #include "train/param_hash.h"
 #include "train/trainer.h"
 
@@ -50,7 +51,24 @@ absl::Status Trainer::RoundStep(StepMetrics* metrics) {
   //    peer computes which slot never changes the windows: DESIGN invariant 3), its
   //    own mean gradient, clipping and AdamW.
   double inner_ms = 0;
-  if (!round_->InnerDone(step_)) {
+  const int64_t h = config_.round.every;
+  if (round_->replaced()) {  // a received state: mid-round, sit the round out
+    round_->AfterReplacedState(step_ % h == 0, params_.span());
+    if (round_->sitting_out()) {
+      LogInfo(
+          "received a replica in the middle of a round: this peer waits for step %d's outer "
+          "step and trains from its shared parameters",
+          std::min<int64_t>((step_ / h + 1) * h, config_.steps));
+    }
+  }
+  // A view change was announced: stop here rather than apply inner steps that the
+  // view's state agreement does not know of (the step is redone after it).
+  if (reducer_->StepAborted()) {
+    return absl::AbortedError(absl::StrFormat("step %d: a view change was announced", step_ + 1));
+  }
+  // A redone exchange reports its inner part's loss; a peer sitting the round out none.
+  m.loss = round_->sitting_out() ? std::nan("") : round_->inner_loss();
+  if (!round_->InnerDone(step_) && !round_->sitting_out()) {
     const int position = reducer_->rank();
     const int peers = reducer_->peers();
     const std::vector<int> my_slots = sampler_->SlotsOf(position, peers);
@@ -82,6 +100,9 @@ absl::Status Trainer::RoundStep(StepMetrics* metrics) {
           "training diverged at step %d: loss %g, gradient norm %g (try a lower --lr)", step_ + 1,
           loss, grad_norm));
     }
+    if (reducer_->StepAborted()) {
+      return absl::AbortedError(absl::StrFormat("step %d: a view change was announced", step_ + 1));
+    }
     // A peer without slots in this step (more peers than sequences) leaves its replica
     // as it is: no tokens, no update.
     if (my_tokens > 0) {
@@ -91,6 +112,7 @@ absl::Status Trainer::RoundStep(StepMetrics* metrics) {
     round_->AddTokens(my_tokens);
     inner_ms = step_watch.ElapsedMs();
     m.loss = loss;
+    round_->set_inner_loss(loss);
     m.grad_norm = grad_norm;
     m.slots = static_cast<int>(my_slots.size());
   }
@@ -181,7 +203,11 @@ absl::Status Trainer::RoundStep(StepMetrics* metrics) {
   // Replicas agree only at a round's end: the hashes are compared there (and the
   // reducer hears of every applied step, inner ones too, for its step count).
   absl::Status check = round_end ? reducer_->CheckParamHash(step_, hash) : absl::OkStatus();
-  reducer_->StepCompleted(step_);  // also makes the finished exchange's residuals final
+  if (round_end) {
+    reducer_->StepCompleted(step_);  // also makes the finished exchange's residuals final
+  } else {
+    reducer_->InnerStepCompleted(step_);  // joiners wait for the outer step
+  }
   // Overlap: this round's exchange now starts beside the next round. If it cannot (the
   // ring broke), the step stays applied and the exchange is redone at the next round's
   // end among the peers of that view (FinishPendingExchange).
@@ -200,6 +226,8 @@ bool Trainer::RoundEndDrains(bool voted) const {
 absl::Status Trainer::StartPendingExchange() {
   ASSIGN_OR_RETURN(const std::vector<int64_t> tokens,
                    reducer_->AllgatherInt64(round_->pending_tokens()));
+  // Fault tests only (exchange_hold.h): the round that ended at step_ - 1.
+  HoldInExchangeForTests(step_ - 1, /*beside_next_round=*/true);
   int64_t total = 0;
   for (int64_t t : tokens) total += t;
   if (total == 0) return absl::OkStatus();  // redone (and then dropped) at the round's end
@@ -227,6 +255,7 @@ absl::StatusOr<bool> Trainer::FinishPendingExchange(StepTotals* totals) {
   exchange_live_ = false;
   ASSIGN_OR_RETURN(const std::vector<int64_t> tokens,
                    reducer_->AllgatherInt64(round_->pending_tokens()));
+  HoldInExchangeForTests(step_);  // fault tests only (exchange_hold.h)
   int64_t total = 0;
   for (int64_t t : tokens) total += t;
   if (total == 0) {
@@ -250,6 +279,7 @@ absl::StatusOr<sync::OuterStepFigures> Trainer::DrainRound(bool pending_sum,
                                                            bool voted_checkpoint) {
   ASSIGN_OR_RETURN(const std::vector<int64_t> round_tokens,
                    reducer_->AllgatherInt64(round_->round_tokens()));
+  HoldInExchangeForTests(step_);  // fault tests only (exchange_hold.h)
   int64_t total_tokens = 0;
   for (int64_t t : round_tokens) total_tokens += t;
   const float weight = sync::RoundSync::Weight(round_->round_tokens(), total_tokens);

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # tools/fleet's input checks, without any host: the inventory against the hosts file
 # (count, order, the ring's hosts file given as the inventory), their syntax, the flag
-# file and the secret. Each case must fail with exit 2 and a message naming the file and
-# line. Seconds; no root. Exits 77 without parallel-ssh (tools/fleet needs it to start).
+# file and the secret (missing, short, readable by others), grow of a host already in the
+# fleet, shrink of one not in it. Each case must fail with exit 2 and a message naming the
+# file and line, or the host. Seconds; no root. Exits 77 without parallel-ssh (tools/fleet needs it to start).
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 command -v parallel-ssh >/dev/null || { echo "SKIP: no parallel-ssh (apt-get install pssh)"; exit 77; }
@@ -79,6 +80,16 @@ expect_error "nogb.flags: no --global-batch=... line" push --flags nogb.flags
 chmod 644 secret
 expect_error "secret is readable by others \(mode 644\): chmod 600 secret" push
 chmod 600 secret
+expect_error "cannot read the secret no-secret: No such file or directory; make one with .*openssl rand" \
+  push --secret no-secret
+(umask 077 && echo short >short-secret)
+expect_error "short-secret: the secret must be at least 16 characters" push --secret short-secret
+expect_error "cannot read the flag file no.flags: No such file" push --flags no.flags
+printf -- '--data=data\ndata=x\n' >typo.flags
+expect_error "typo.flags:2: 'data=x' is not a flag \(--name=value, one a line\)" push --flags typo.flags
+expect_error "fleet grow: root@127.0.0.2:36002 \(ring 127.0.0.2:29500\) is already in the fleet" \
+  grow root@127.0.0.2:36002
+expect_error "'root@127.0.0.9' names 0 hosts of the fleet" shrink root@127.0.0.9
 expect_error "push: give --binary or --release, not both" push --binary x --release y
 expect_error "push: missing-file is not a file" push --binary missing-file
 mkdir not-prepared

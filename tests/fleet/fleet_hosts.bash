@@ -4,13 +4,20 @@
 # its sshd ends everything the host runs), plus a client address on the hub's bridge from
 # which tools/fleet drives them, as from the user's own machine. Root only.
 #
+#   FH_HIDE+=(DIR...)           # optional: directories the hosts must not see
 #   fleet_hosts_up N WORKDIR    # sets FLEET_SSH_OPTS (array), FH_CLIENT (command prefix)
+#   fh_ssh I CMD...; fh_scp SCP-ARGS... (host I is root@10.77.0.(I+1), port FH_SSH_PORT)
 #   fleet_hosts_down            # kills the sshds (and all their hosts run), removes the cluster
 # The sshd config is the test's own (port 2222, a fresh host key, one authorized key,
 # AcceptEnv PSSH_*); nothing of the machine's ssh configuration is read or changed.
 
 FH_SSH_PORT=2222
 FH_PIDS=()
+# Directories each host sees empty (a tmpfs over them in its mount namespace), e.g. the
+# build tree, so a host has only what was pushed to it; and /run/systemd, so that a host
+# is one without systemd (tools/fleet start then runs the peer detached) whatever this
+# machine runs.
+FH_HIDE=(/run/systemd)
 FH_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 
 fleet_hosts_up() {
@@ -40,10 +47,17 @@ CFG
   ip -n "${RT_NETNS_PREFIX}hub" addr add 10.77.0.254/24 dev br0
   for ((i = 0; i < n; i++)); do
     mkdir -p "$work/host$i"
-    # shellcheck disable=SC2016  # $1 and $2 are the inner bash's arguments
+    # shellcheck disable=SC2016  # $1, $2 and $@ are the inner bash's arguments
     ip netns exec "${RT_NETNS_PREFIX}$i" unshare --mount --propagation private --pid --fork \
-      --mount-proc --kill-child bash -c 'mount --bind "$1" /root && exec /usr/sbin/sshd -D -e -f "$2"' \
-      fleet-host "$work/host$i" "$work/ssh/sshd_config" >"$work/sshd$i.log" 2>&1 &
+      --mount-proc --kill-child bash -c '
+        mount --bind "$1" /root || exit 1
+        conf=$2
+        shift 2
+        for d in "$@"; do
+          [[ ! -d $d ]] || mount -t tmpfs -o size=1m,mode=755 hidden-by-fleet-test "$d" || exit 1
+        done
+        exec /usr/sbin/sshd -D -e -f "$conf"' \
+      fleet-host "$work/host$i" "$work/ssh/sshd_config" "${FH_HIDE[@]}" >"$work/sshd$i.log" 2>&1 &
     FH_PIDS+=("$!")
   done
   # shellcheck disable=SC2034  # used by the sourcing test
@@ -69,6 +83,13 @@ fh_ssh() {
   "${FH_CLIENT[@]}" ssh -o BatchMode=yes -o IdentityFile="$FH_WORK/ssh/user_key" -o IdentitiesOnly=yes \
     -o UserKnownHostsFile="$FH_WORK/ssh/known_hosts" -o StrictHostKeyChecking=accept-new \
     -p "$FH_SSH_PORT" "root@10.77.0.$((i + 1))" "$@"
+}
+
+# fh_scp ARGS...: scp from the client address (remote paths as root@10.77.0.N:PATH).
+fh_scp() {
+  "${FH_CLIENT[@]}" scp -q -o BatchMode=yes -o IdentityFile="$FH_WORK/ssh/user_key" \
+    -o IdentitiesOnly=yes -o UserKnownHostsFile="$FH_WORK/ssh/known_hosts" \
+    -o StrictHostKeyChecking=accept-new -P "$FH_SSH_PORT" "$@"
 }
 
 fleet_hosts_down() {

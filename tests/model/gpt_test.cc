@@ -45,6 +45,9 @@ TEST_CASE("Create rejects bad configs with clear messages") {
   g = Gpt::Create(kTiny, GptOptions{Precision::kFp32, false, 1, -4});
   REQUIRE_FALSE(g.ok());
   CHECK(g.status().message().find("attention_block") != absl::string_view::npos);
+  g = Gpt::Create(kTiny, GptOptions{Precision::kFp32, false, 1, 0, -1});
+  REQUIRE_FALSE(g.ok());
+  CHECK(g.status().message().find("lm_head_chunk_floats") != absl::string_view::npos);
   CHECK(ParsePrecision("fp16").status().message().find("fp16") != absl::string_view::npos);
   CHECK(ParsePrecision("fp32").value() == Precision::kFp32);
   CHECK(ParsePrecision("bf16").value() == Precision::kBf16);

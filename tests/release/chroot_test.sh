@@ -10,6 +10,8 @@
 # environment), and have mapped no shared library from outside the release (checked on
 # peer 0 while it waits for peer 1).
 #   tests/release/chroot_test.sh RINGTRAIN_BINARY
+# The tarball is cached by content (tests/release/release_tarball.bash: a change to the
+# binary, tools/release or a bundled library makes a new one).
 # Root only. The chroots are cached in /var/cache/ringtrain-test-chroots (RT_CHROOT_CACHE)
 # and made when missing (~96 s each from Debian's archive when the machine is idle).
 # RT_CHROOT_SUITES="bullseye bookworm" (the default) names the systems.
@@ -65,8 +67,9 @@ make_chroot() { # SUITE: $cache/SUITE, made when missing; returns 77 if the arch
 }
 
 echo "== tools/release --binary $binary ($(elapsed))"
-"$repo/tools/release" --binary "$binary" --out "$work/dist"
-tarball=$(ls "$work"/dist/ringtrain-*-linux-x86_64.tar.gz)
+# shellcheck source=tests/release/release_tarball.bash
+source "$repo/tests/release/release_tarball.bash"
+tarball=$(release_tarball "$binary")
 name=$(basename "$tarball" .tar.gz)
 echo "   $(du -k "$tarball" | cut -f1) KiB"
 

@@ -3,9 +3,12 @@
 // averaging (also for values that cross zero), the lossy path's pseudo-gradients, and
 // the round boundaries; with overlap, the one-round-delayed outer step of two peers
 // against a double-precision reference of the scheme, a drained round end computing the
-// same bits as applying then contributing, and one peer with outer lr 1 keeping its bits.
+// same bits as applying then contributing, one peer with outer lr 1 keeping its bits,
+// and a replaced state (a joiner, or a peer that was behind) going back to the shared
+// copy with the pending round kept.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -200,6 +203,55 @@ TEST_CASE("overlap, one peer, outer lr 1, momentum 0, codec none: the replica ke
   r.ApplyDelayed(sum, absl::MakeSpan(x));
   CHECK(x == before);
   CHECK(std::vector<float>(r.start().begin(), r.start().end()) == launched);
+}
+
+TEST_CASE("overlap: a replaced state goes back to the shared copy and keeps the pending round") {
+  const size_t n = 8;
+  std::vector<float> g(n), mine(n), theirs(n);
+  for (size_t i = 0; i < n; ++i) {
+    g[i] = 0.25f * static_cast<float>(i) - 1.0f;  // G, the shared copy
+    mine[i] = g[i] + 0.5f;                        // this peer's round of progress
+    theirs[i] = g[i] - 0.75f;                     // the serving peer's replica
+  }
+  for (const bool at_round_start : {true, false}) {
+    INFO("at a round's start: " << at_round_start);
+    RoundSync r(Options(0.7f, 0.9f, "int8", true), n);
+    r.BeginRound(g);
+    r.AddTokens(40);
+    r.Launch(mine);  // a round's end: its exchange pending, 40 tokens of this peer in it
+    REQUIRE(r.has_pending());
+    REQUIRE(r.pending_tokens() == 40);
+    r.AddTokens(8);
+    // What the ring's state transfer does: start, anchor and the pending flag are
+    // overwritten with the serving peer's (here: the same G, its own anchor, pending).
+    r.ForgetRound();
+    std::copy(theirs.begin(), theirs.end(), r.anchor().begin());
+    std::vector<float> params = theirs;
+    r.AfterReplacedState(at_round_start, absl::MakeSpan(params));
+    CHECK(params == g);  // not the serving peer's replica: its round is that peer's
+    CHECK(std::vector<float>(r.anchor().begin(), r.anchor().end()) == g);
+    CHECK(std::vector<float>(r.start().begin(), r.start().end()) == g);
+    CHECK(r.has_pending());  // the redo needs every peer of the ring, with weight 0
+    CHECK(r.pending_tokens() == 0);
+    CHECK(r.round_tokens() == 0);
+    CHECK(r.sitting_out() == !at_round_start);
+    // The redo's outer step: the replica lands on the new shared copy.
+    std::vector<float> sum(n, 0.125f);
+    r.ApplyDelayed(sum, absl::MakeSpan(params));
+    CHECK(!r.has_pending());
+    for (size_t i = 0; i < n; ++i) CHECK(params[i] == doctest::Approx(r.start()[i]).epsilon(1e-6));
+    r.Launch(params);
+    CHECK(!r.sitting_out());  // the next round is trained again
+  }
+  // Without a pending round (a drained round's end) the received parameters are G.
+  RoundSync r(Options(0.7f, 0.9f, "int8", true), n);
+  r.BeginRound(g);
+  r.ForgetRound();
+  std::vector<float> params = theirs;
+  r.AfterReplacedState(true, absl::MakeSpan(params));
+  CHECK(params == theirs);
+  CHECK(std::vector<float>(r.start().begin(), r.start().end()) == theirs);
+  CHECK(!r.sitting_out());
 }
 
 TEST_CASE("weights: token shares, exactly 1 alone, 0 without tokens") {

@@ -49,10 +49,11 @@ def cmd_check(a, peers, t):
         if v.get("running"):
             say(p, f"note: ringtrain already runs here (pid {v['running']})")
     if len(paths) > 1:
-        print("WARNING the hosts have different CPU paths: "
+        print("note: the hosts have different CPU paths: "
               + "; ".join(f"{k}: {len(v)} host(s)" for k, v in paths.items())
-              + ". --precision auto picks bf16 only with native bf16: if your ringtrain "
-              "refuses mixed precisions, write --precision=fp32 in the flag file", flush=True)
+              + ". They train together: under --precision auto (the default) each peer "
+              "computes in its own precision, bf16 only with native bf16 (docs/cpus.md); "
+              "an explicit --precision must suit every host", flush=True)
     if len(live) == len(peers) and not a.no_ports:
         check_ports(a, peers, t, fails)
     elif not a.no_ports:

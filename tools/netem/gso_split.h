@@ -71,7 +71,8 @@ inline bool SplitTcp4Gso(const uint8_t* p, size_t len, const std::vector<bool>& 
   if (thl < 20 || headers >= frame) return false;
   const size_t payload = frame - headers;
   const size_t n = (payload + gso_size - 1) / gso_size;
-  if (keep.size() != n) return false;
+  // A segment's IPv4 total length must fit its 16 bits.
+  if (keep.size() != n || ihl + thl + std::min<size_t>(gso_size, payload) > 65535) return false;
   uint16_t id0;
   uint32_t seq0;
   memcpy(&id0, ip + 4, 2);

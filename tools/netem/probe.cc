@@ -5,10 +5,17 @@
 //   netem-probe udp-echo --port P [--seconds 60]       # echo server, exits after S s
 //   netem-probe udp-rtt  --to IP:PORT [--count 1000] [--interval 1ms] [--size 64]
 //       -> sent, received, loss (fraction of round trips), rtt_ms_{min,mean,p50,p90,max}
-//   netem-probe tcp-sink --port P [--seconds 60]       # receives one connection to EOF
+//   netem-probe tcp-sink --port P [--seconds 60] [--buffer 16777216]
+//       receives one connection to EOF
 //       -> bytes, seconds, mbit_s (first byte to EOF), mbit_s_steady (its second half)
-//   netem-probe tcp-send --to IP:PORT [--seconds 8] [--cc bbr]
+//   netem-probe tcp-send --to IP:PORT [--seconds 8] [--cc bbr] [--buffer 16777216]
 //       -> bytes, cc (what the socket got), rtt_ms / min_rtt_ms (TCP_INFO), retrans
+//
+// --buffer: the TCP socket's send and receive buffer, set explicitly as ringtrain's ring
+// links do (SO_*BUFFORCE, root), so the probe measures the link and not the kernel's
+// autotuning cap (net.ipv4.tcp_wmem's last field, 4 MB here: 4 MB per 80 ms round trip
+// is 400 Mbit/s, less the kernel's overhead; a 1 Gbit/s link at 80 ms needs 10 MB in
+// flight). 0 leaves the kernel's autotuning.
 //
 // UDP probes carry a sequence number and send time; a reply that comes after the last
 // probe's wait (1 s, or 4x the largest RTT seen) counts as lost; replies that are not
@@ -83,6 +90,7 @@ struct Options {
   int64_t count = 1000, size = 64;
   int64_t interval_ns = 1000000;
   std::string cc = "bbr";
+  int64_t buffer_bytes = 16 << 20;
 };
 
 Options ParseOptions(int argc, char** argv) {
@@ -105,6 +113,8 @@ Options ParseOptions(int argc, char** argv) {
       o.interval_ns = netem::ParseDurationNs(v, "--interval");
     } else if (flag == "--cc") {
       o.cc = v;
+    } else if (flag == "--buffer") {
+      o.buffer_bytes = netem::ParseInt(v, 0, 1 << 30, "--buffer");
     } else {
       Die("unknown flag '" + flag + "'");
     }
@@ -192,10 +202,21 @@ int UdpRtt(const Options& o) {
   return 0;
 }
 
+// Sets fd's send and receive buffers to `bytes` (0: autotuning); a refusal is said once.
+void SetBuffers(int fd, int64_t bytes) {
+  if (bytes == 0) return;
+  const int v = static_cast<int>(bytes);
+  if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &v, sizeof(v)) != 0 ||
+      setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &v, sizeof(v)) != 0)
+    fprintf(stderr, "netem-probe: --buffer %d refused (%s): the kernel's autotuning is used\n", v,
+            strerror(errno));
+}
+
 int TcpSink(const Options& o) {
   if (o.port == 0) Die("tcp-sink needs --port");
   int lfd = OpenSocket(SOCK_STREAM);
   BindOrDie(lfd, o.port);
+  SetBuffers(lfd, o.buffer_bytes);  // before listen: the window scale is chosen at SYN
   listen(lfd, 1);
   pollfd p{lfd, POLLIN, 0};
   if (poll(&p, 1, static_cast<int>((o.seconds > 0 ? o.seconds : 60) * 1000)) <= 0)
@@ -234,6 +255,7 @@ int TcpSink(const Options& o) {
 int TcpSend(const Options& o) {
   sockaddr_in to = ParseEndpoint(o.to);
   int fd = OpenSocket(SOCK_STREAM);
+  SetBuffers(fd, o.buffer_bytes);
   // Ask for the congestion control before connecting; say what the socket got.
   if (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, o.cc.data(),
                  static_cast<socklen_t>(o.cc.size())) != 0)

@@ -1,0 +1,89 @@
+// `ringtrain plan` without --outer-every compares per-step sync with round sync for the
+// given link (train/sync_choice.h): the 1B model on eight 100 Mbit/s VPSes gets round
+// sync at >= 95% of its compute-only tokens/s, with per-step rows (top-k's warm-up
+// counted, the accumulation that would hide the exchange) beside it; a small model on a
+// fast link gets per-step sync. With --outer-every the comparison is not printed.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "cli_runner.h"
+#include "process_group.h"
+
+namespace {
+
+using rt::integration::JsonField;
+using rt::integration::NonEmptyLines;
+using rt::integration::RunResult;
+using rt::integration::TempDir;
+
+bool Contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+RunResult Plan(const TempDir& tmp, std::vector<std::string> args) {
+  args.insert(args.begin(), "plan");
+  return rt::integration::RunRingtrain(args, tmp.path(), 60);
+}
+
+// The row of the JSON array "sync_options" whose flags are `flags` ("" if none).
+std::string Row(const std::string& json, const std::string& flags) {
+  const size_t at = json.find("\"flags\":\"" + flags + "\"");
+  if (at == std::string::npos) return "";
+  const size_t begin = json.rfind('{', at), end = json.find('}', at);
+  return json.substr(begin, end - begin + 1);
+}
+
+}  // namespace
+
+TEST_CASE("plan: per-step against round sync -- round sync for 1B at 100 Mbit/s") {
+  TempDir tmp;
+  const RunResult r = Plan(
+      tmp, {"--layers=20", "--heads=16", "--dim=2048", "--seq-len=1024", "--batch=1",
+            "--precision=bf16", "--recompute", "--peers=8", "--gflops=400", "--link-mbps=100"});
+  INFO(r.out, r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(Contains(r.out, "per-step sync against round sync on this link"));
+  const std::string json = NonEmptyLines(r.out).back();
+  // Every kind of row is there: per-step codecs, top-k with its warm-up, accumulation
+  // (neither none nor bf16 hides at this speed), and round sync.
+  for (const char* flags : {"--compress none", "--compress bf16", "--compress topk:0.01"}) {
+    CHECK_MESSAGE(!Row(json, flags).empty(), flags);
+  }
+  CHECK(Contains(r.out, "topk:0.01 (first 10% of steps bf16)"));
+  CHECK(Contains(json, "\"kind\":\"accumulate\""));
+  CHECK(Contains(json, "\"kind\":\"round\""));
+  // Per-step sync is communication-bound here, even top-k once its warm-up is counted.
+  CHECK(std::stod(JsonField(Row(json, "--compress bf16"), "of_compute")) < 0.1);
+  CHECK(std::stod(JsonField(Row(json, "--compress topk:0.003"), "of_compute")) < 0.5);
+  // The suggestion: round sync, >= 95% of compute only, and it fits 32 GB.
+  const std::string suggested = JsonField(json, "suggested_sync");
+  REQUIRE(suggested.rfind("--outer-every ", 0) == 0);
+  const std::string row = Row(json, suggested);
+  REQUIRE(!row.empty());
+  CHECK(std::stod(JsonField(row, "of_compute")) >= 0.95);
+  CHECK(JsonField(row, "fits") == "true");
+  CHECK(JsonField(row, "learns_well") == "true");
+  CHECK(Contains(r.out, "suggested: " + suggested));
+}
+
+TEST_CASE("plan: per-step against round sync -- per-step for a small model on a fast link") {
+  TempDir tmp;
+  const RunResult r = Plan(tmp, {"--layers=6", "--heads=6", "--dim=384", "--seq-len=256",
+                                 "--batch=8", "--peers=4", "--gflops=100", "--link-mbps=10000"});
+  INFO(r.out, r.err);
+  REQUIRE(r.exit_code == 0);
+  const std::string json = NonEmptyLines(r.out).back();
+  CHECK(JsonField(json, "suggested_sync") == "--compress none");
+  CHECK(Contains(json, "\"kind\":\"round\""));        // compared, not chosen
+  CHECK(!Contains(json, "\"kind\":\"accumulate\""));  // nothing to hide
+
+  // With --outer-every the plan is round sync's own; no comparison.
+  const RunResult h =
+      Plan(tmp, {"--layers=6", "--heads=6", "--dim=384", "--seq-len=256", "--batch=8", "--peers=4",
+                 "--gflops=100", "--link-mbps=10000", "--outer-every=30"});
+  REQUIRE(h.exit_code == 0);
+  CHECK(!Contains(h.out, "per-step sync against round sync"));
+  CHECK(!Contains(h.out, "suggested_sync"));
+}

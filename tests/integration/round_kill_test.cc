@@ -1,0 +1,371 @@
+// Process faults under round sync (`train --hosts --outer-every H`), as the --zero 1 kill
+// tests do them: 3 loopback peers of a tiny model; kill -9 of a non-leader, then of the
+// leader, each restarted, once in each phase of a round:
+//   - during inner steps (the victim is killed a few steps into a round, several steps
+//     before its exchange): the survivors do the round's outer step without it;
+//   - during the outer exchange (the victim holds inside the exchange by the test-only
+//     RINGTRAIN_TEST_HOLD_EXCHANGE of train/exchange_hold.h, every other peer waiting
+//     for its contribution, and is killed there): the survivors redo the exchange
+//     among themselves without recomputing their inner steps (compute_ms 0).
+// Both run with --outer-overlap on (the default): the exchange the victim holds in runs
+// beside the next round, so the others wait for its sum at that round's end, and that
+// is the outer step they redo; the restarted peer joins with the pending round (its
+// exchange redone with it, weight 0).
+// A restarted peer starts from the shared parameters of a round's start (it received
+// the state at an outer step, or sits the round out: its log says so), and at every
+// outer step all peers that report it hold one param_hash. The run ends with a ring
+// SIGTERM at a round's end, every peer at one step and hash, and a final loss within 1%
+// of an uninterrupted run to the same step (the mean train loss of the last rounds over
+// every peer: 3H global batches on the same windows in both runs).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "fault_harness.h"
+
+namespace {
+
+using namespace rt::integration::fault;  // NOLINT: test-local harness
+using rt::integration::TempDir;
+using rt::integration::TestBasePort;
+
+constexpr int kGlobalBatch = 24;  // 12 micro-batches of --batch 2, shared by 2 or 3 peers
+constexpr int kEvery = 8;         // H: inner steps per round
+// Rounds whose mean train loss is compared: with overlap one round's mean differs by
+// up to 1.4% between two trajectories (12 runs: 0.05-1.4%; without overlap 0.04-1%).
+constexpr int kLossRounds = 3;
+
+std::vector<std::string> RoundArgs(const std::string& data, int64_t steps,
+                                   const std::string& codec) {
+  std::vector<std::string> a = TinyTrainArgs(data, static_cast<int>(steps), kGlobalBatch);
+  a.push_back("--outer-every=" + std::to_string(kEvery));
+  a.push_back("--outer-compress=" + codec);
+  a.push_back("--outer-overlap=on");  // explicit: the exchange checks depend on it
+  a.push_back("--bucket-mb=0.02");    // a few buckets per exchange
+  a.push_back("--probe-every=-1");    // the ring order stays the hosts file's
+  return a;
+}
+
+// The fault tests' pattern with a third of the tokens drawn at random: its loss floor
+// (~1.9 nats) is like text's, far above 0, so "within 1%" compares how much was
+// learned; on the pure pattern the loss tends to 0 and any relative gap grows without
+// bound.
+void WriteNoisyData(const std::string& dir) {
+  const size_t train_n = 20000, val_n = 800;
+  std::vector<uint32_t> train(train_n), val(val_n);
+  uint64_t x = 88172645463325252ull;  // xorshift64: the same data on every run
+  const auto next = [&x] {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return x;
+  };
+  for (size_t i = 0; i < train_n; ++i) {
+    train[i] = next() % 3 == 0 ? static_cast<uint32_t>(next() % 50)
+                               : static_cast<uint32_t>((i * 7 + i / 13) % 50);
+  }
+  for (size_t i = 0; i < val_n; ++i) val[i] = static_cast<uint32_t>((i * 7 + i / 11) % 50);
+  REQUIRE(rt::data::WriteTokenDataset(dir, 50, train, val, train_n * 3, val_n * 3).ok());
+}
+
+bool OuterStep(int64_t step) { return step > 0 && step % kEvery == 0; }
+
+// The mean train loss of the last kLossRounds rounds (steps last-3H+1..last) over every
+// peer's lines of its newest epoch: 3H global batches on the same windows in every run
+// (one step's 384 tokens alone differ by ~1% between two trajectories). A peer sitting a
+// round out reports no loss (null), and is left out.
+double LastRoundLoss(const FaultCluster& c, int64_t last) {
+  double sum = 0;
+  int n = 0;
+  for (int i = 0; i < c.size(); ++i) {
+    std::map<int64_t, double> by_step;  // the newest line of each step
+    for (const Metric& m : c.Metrics(i)) {
+      if (m.step > last - kLossRounds * kEvery && m.step <= last) by_step[m.step] = m.loss;
+    }
+    for (const auto& [step, loss] : by_step) {
+      if (!std::isfinite(loss)) continue;
+      sum += loss;
+      ++n;
+    }
+  }
+  REQUIRE(n > 0);
+  return sum / n;
+}
+
+// An uninterrupted run of `n` peers to the end: LastRoundLoss of it.
+double UninterruptedLoss(const std::string& dir, int n, const std::vector<std::string>& args,
+                         int port) {
+  FaultCluster c(dir, n, args, port);
+  std::vector<int> all;
+  for (int i = 0; i < n; ++i) all.push_back(i);
+  c.WriteHostsAll(all);
+  for (int i = 0; i < n; ++i) c.Start(i);
+  std::vector<Metric> last;
+  for (int i = 0; i < n; ++i) {
+    std::optional<int> code = c.WaitExit(i, 120);
+    REQUIRE_MESSAGE(code.has_value(), "uninterrupted peer " << i << " did not finish\n"
+                                                            << c.Dump());
+    REQUIRE_MESSAGE(*code == 0, "uninterrupted peer " << i << " exit " << *code << "\n"
+                                                      << c.Dump());
+  }
+  c.Poll();
+  for (int i = 0; i < n; ++i) {
+    REQUIRE(c.MetricCount(i) > 0);
+    last.push_back(c.Metrics(i).back());
+    CHECK(last.back().hash == last.front().hash);
+  }
+  return LastRoundLoss(c, last.front().step);
+}
+
+// After a restart of `who` at t_start: waits for its first outer step in a newer epoch
+// than its last line before, and checks that every other peer reporting that (epoch,
+// step) holds its hash; and that it started from a round's shared parameters: it
+// received the state of an outer step, or (received in the middle of a round, by a
+// view change that came late) its log says it sat the rest of that round out.
+double WaitRejoinedAtOuterStep(FaultCluster& c, int who, size_t before, double t_start) {
+  const uint64_t old_epoch = before > 0 ? c.Metrics(who)[before - 1].epoch : 0;
+  Metric first;
+  const bool found = c.WaitUntil(
+      [&] {
+        for (size_t k = before; k < c.MetricCount(who); ++k) {
+          const Metric& m = c.Metrics(who)[k];
+          if (m.epoch > old_epoch && OuterStep(m.step)) {
+            first = m;
+            return true;
+          }
+        }
+        return false;
+      },
+      60);
+  if (!found) return -1;
+  c.WaitUntil(
+      [&] {
+        for (int i = 0; i < c.size(); ++i) {
+          if (i == who) continue;
+          for (const Metric& m : c.Metrics(i)) {
+            if (m.step == first.step && m.epoch == first.epoch) return true;
+          }
+        }
+        return false;
+      },
+      10);
+  int compared = 0;
+  for (int i = 0; i < c.size(); ++i) {
+    if (i == who) continue;
+    for (const Metric& m : c.Metrics(i)) {
+      if (m.step != first.step || m.epoch != first.epoch) continue;
+      ++compared;
+      CHECK_MESSAGE(m.hash == first.hash, "rejoined peer " << who << " step " << first.step
+                                                           << " hash " << first.hash << " vs peer "
+                                                           << i << " " << m.hash);
+    }
+  }
+  CHECK_MESSAGE(compared > 0, "no other peer reported step " << first.step);
+  // The state it received, from its newest incarnation's log.
+  const std::string logs = c.Logs(who);
+  static const std::regex received(R"(state transfer: received step (\d+) )");
+  int64_t received_step = -1;
+  size_t received_at = 0;
+  for (std::sregex_iterator it(logs.begin(), logs.end(), received), end; it != end; ++it) {
+    received_step = std::stoll((*it)[1].str());
+    received_at = static_cast<size_t>(it->position());
+  }
+  CHECK_MESSAGE(received_step >= 0, "peer " << who << " received no state\n" << c.Dump());
+  const bool sat_out =
+      logs.find("received a replica in the middle of a round", received_at) != std::string::npos;
+  MESSAGE("peer " << who << " rejoined: received the state of step " << received_step
+                  << std::string(sat_out ? " and sat the rest of that round out" : ""));
+  CHECK_MESSAGE((received_step % kEvery == 0 || sat_out),
+                "peer " << who << " received step " << received_step
+                        << " mid-round and trained on from that replica");
+  return first.seen_s - t_start;
+}
+
+// The end: SIGTERM to every peer; all exit 0 at one step (a round's end) with one hash;
+// at every outer step all peers that report it agree; then an uninterrupted run to the
+// same step, whose mean last-step loss the faulty run's must match within 1%.
+void StopAndCompare(FaultCluster& c, const std::string& ref_dir, const std::string& data,
+                    const std::string& codec, int port) {
+  for (int i = 0; i < c.size(); ++i) c.Signal(i, SIGTERM);
+  for (int i = 0; i < c.size(); ++i) {
+    std::optional<int> code = c.WaitExit(i, 60);
+    REQUIRE_MESSAGE(code.has_value(), "peer " << i << " did not stop\n" << c.Dump());
+    CHECK_MESSAGE(*code == 0, "peer " << i << " exit " << *code << "\n" << c.Dump());
+  }
+  c.Poll();
+  std::vector<Metric> last;
+  for (int i = 0; i < c.size(); ++i) {
+    REQUIRE(c.MetricCount(i) > 0);
+    last.push_back(c.Metrics(i).back());
+  }
+  const int64_t steps = last[0].step;
+  CHECK(steps % kEvery == 0);
+  for (const Metric& m : last) {
+    CHECK_MESSAGE(m.step == steps, m.line);
+    CHECK_MESSAGE(m.hash == last[0].hash, m.line);
+  }
+  std::map<std::pair<uint64_t, int64_t>, std::pair<int, std::string>> seen;
+  int compared = 0;
+  for (int i = 0; i < c.size(); ++i) {
+    for (const Metric& m : c.Metrics(i)) {
+      if (!OuterStep(m.step)) continue;  // between outer steps replicas differ by design
+      auto [it, fresh] = seen.emplace(std::make_pair(m.epoch, m.step), std::make_pair(i, m.hash));
+      if (fresh) continue;
+      ++compared;
+      CHECK_MESSAGE(it->second.second == m.hash, "epoch " << m.epoch << " step " << m.step
+                                                          << ": peer " << it->second.first
+                                                          << " and peer " << i << " differ");
+    }
+  }
+  CHECK(compared > 0);
+  const double ref_loss = UninterruptedLoss(ref_dir, c.size(), RoundArgs(data, steps, codec), port);
+  const double loss = LastRoundLoss(c, steps);
+  const double rel = std::fabs(loss - ref_loss) / ref_loss;
+  std::printf(
+      "fault figure: round sync (%s) mean loss of the last 3 rounds (to step %lld): faulty run "
+      "%.6f, uninterrupted %.6f (relative %.2g)\n",
+      codec.c_str(), static_cast<long long>(steps), loss, ref_loss, rel);
+  CHECK(rel <= 0.01);
+}
+
+// A restarted peer's start, rejoin and the checks of WaitRejoinedAtOuterStep.
+void Restart(FaultCluster& c, int victim) {
+  const size_t before = c.MetricCount(victim);
+  const double t_start = NowS();
+  c.Start(victim);
+  const double rejoin = WaitRejoinedAtOuterStep(c, victim, before, t_start);
+  REQUIRE_MESSAGE(rejoin >= 0, "peer " << victim << " did not rejoin\n" << c.Dump());
+  std::printf(
+      "fault figure: round sync restart of peer %d -> first outer step with the ring "
+      "= %.3f s\n",
+      victim, rejoin);
+}
+
+}  // namespace
+
+TEST_CASE("round sync: kill -9 of a peer, then of the leader, during inner steps") {
+  TempDir tmp;
+  WriteNoisyData(tmp / "data");
+  const int base = TestBasePort();
+  const std::string codec = "none";
+  FaultCluster c(tmp / "run", 3, RoundArgs(tmp / "data", kUntilStopped, codec), base + 10);
+  c.WriteHostsAll({0, 1, 2});
+  for (int i = 0; i < 3; ++i) c.Start(i);
+  REQUIRE_MESSAGE(c.WaitUntil([&] { return c.LastStep(0) >= 2 * kEvery; }, 90), c.Dump());
+  for (const int victim : {2, 0}) {
+    const int survivor = victim == 0 ? 1 : 0;
+    // A moment a step or two into a round: the victim is several inner steps away from
+    // its next exchange.
+    REQUIRE_MESSAGE(c.WaitUntil(
+                        [&] {
+                          const int64_t s = c.LastStep(victim) % kEvery;
+                          return s >= 1 && s <= 2;
+                        },
+                        30),
+                    c.Dump());
+    const uint64_t epoch = c.LastEpoch(survivor);
+    const int64_t at = c.LastStep(victim);
+    const double t_kill = c.Kill9(victim);
+    MESSAGE("kill -9 of peer " << victim << " after inner step " << at);
+    const FailureFigures f = WaitTrainingAgain(c, survivor, t_kill, epoch, 40);
+    REQUIRE_MESSAGE(f.to_training_s >= 0, "survivors did not train again\n" << c.Dump());
+    std::printf(
+        "fault figure: round sync kill -9 of peer %d in inner steps -> training again = "
+        "%.3f s\n",
+        victim, f.to_training_s);
+    // The round the victim died in has an outer step of the 2 survivors: with overlap
+    // it is applied at the next round's end (its exchange launched, or redone, among
+    // the 2). The survivors may be most of a round ahead of the victim's last line (an
+    // exchange runs beside the next round), so the end of the victim's own round can
+    // still apply the previous round's exchange, done with the victim.
+    const int64_t applied_at = (at / kEvery + 2) * kEvery;
+    REQUIRE_MESSAGE(c.WaitUntil([&] { return c.LastStep(survivor) >= applied_at; }, 30), c.Dump());
+    bool without_victim = false;
+    for (const Metric& m : c.Metrics(survivor)) {
+      if (m.step == applied_at && m.peers == 2) without_victim = true;
+    }
+    CHECK_MESSAGE(without_victim, "no outer step " << applied_at << " of 2 peers\n" << c.Dump());
+    Pause(c, 0.5);
+    Restart(c, victim);
+  }
+  Pause(c, 0.5);
+  StopAndCompare(c, tmp / "ref", tmp / "data", codec, base + 20);
+}
+
+TEST_CASE("round sync: kill -9 of a peer, then of the leader, inside the outer exchange") {
+  TempDir tmp;
+  WriteNoisyData(tmp / "data");
+  const int base = TestBasePort();
+  const std::string codec = "int8";  // error feedback carried across the view changes
+  const std::string run = tmp / "run";
+  const auto hold_path = [&](int i) { return run + "/p" + std::to_string(i) + "/hold"; };
+  std::vector<std::string> env;
+  FaultCluster c(run, FaultCluster::LoopbackEndpoints(3, base + 10),
+                 RoundArgs(tmp / "data", kUntilStopped, codec), [&](int i) {
+                   return std::vector<std::string>{"/usr/bin/env",
+                                                   "RINGTRAIN_TEST_HOLD_EXCHANGE=" + hold_path(i)};
+                 });
+  c.WriteHostsAll({0, 1, 2});
+  for (int i = 0; i < 3; ++i) c.Start(i);
+  REQUIRE_MESSAGE(c.WaitUntil([&] { return c.LastStep(0) >= 2 * kEvery; }, 90), c.Dump());
+  for (const int victim : {1, 0}) {
+    const int survivor = victim == 0 ? 1 : 0;
+    // Arm the hold: the victim's next exchange waits, and with it every other peer.
+    rt::testing::WriteFile(hold_path(victim), "hold\n");
+    const std::string held = hold_path(victim) + ".held";
+    REQUIRE_MESSAGE(c.WaitUntil([&] { return std::filesystem::exists(held); }, 30), c.Dump());
+    const std::string held_text = rt::testing::ReadFile(held);
+    const int64_t held_step = std::stoll(held_text) + 1;  // 1-based
+    REQUIRE(OuterStep(held_step));
+    // With overlap (the default) the victim held while launching its round's exchange:
+    // the others go on with the next round and wait for the sum at its end. Otherwise
+    // (a drained round, or a redo) they wait at this round's end.
+    const bool beside = held_text.find("beside") != std::string::npos;
+    const int64_t waiting_at = beside ? held_step + kEvery - 1 : held_step - 1;
+    const int64_t outer_step = waiting_at + 1;  // the outer step the survivors redo
+    MESSAGE("peer " << victim << " holds in the exchange of step " << held_step
+                    << std::string(beside ? ", beside the next round" : ""));
+    REQUIRE_MESSAGE(c.WaitUntil(
+                        [&] {
+                          for (int i = 0; i < 3; ++i) {
+                            if (i != victim && c.LastStep(i) != waiting_at) return false;
+                          }
+                          return true;
+                        },
+                        30),
+                    c.Dump());
+    Pause(c, 0.3);  // the others are inside the exchange, waiting for the victim's part
+    for (int i = 0; i < 3; ++i) CHECK(c.LastStep(i) == (i == victim ? held_step - 1 : waiting_at));
+    const uint64_t epoch = c.LastEpoch(survivor);
+    const double t_kill = c.Kill9(victim);
+    std::filesystem::remove(hold_path(victim));  // its restart must not hold
+    MESSAGE("kill -9 of peer " << victim << " inside the exchange of step " << held_step);
+    const FailureFigures f = WaitTrainingAgain(c, survivor, t_kill, epoch, 40);
+    REQUIRE_MESSAGE(f.to_training_s >= 0, "survivors did not train again\n" << c.Dump());
+    std::printf(
+        "fault figure: round sync kill -9 of peer %d in the exchange -> training again = "
+        "%.3f s\n",
+        victim, f.to_training_s);
+    // The survivors redid that exchange between the two of them, from the inner steps
+    // they had already applied (no compute in that step).
+    const Metric* redone = nullptr;
+    for (const Metric& m : c.Metrics(survivor)) {
+      if (m.step == outer_step && m.epoch > epoch) redone = &m;
+    }
+    REQUIRE_MESSAGE(redone != nullptr, "no outer step " << outer_step << " after the kill\n"
+                                                        << c.Dump());
+    CHECK(redone->peers == 2);
+    CHECK(rt::integration::JsonNumber(redone->line, "compute_ms") == 0);
+    CHECK(rt::integration::JsonNumber(redone->line, "outer_bytes") > 0);
+    Pause(c, 0.5);
+    Restart(c, victim);
+  }
+  Pause(c, 0.5);
+  StopAndCompare(c, tmp / "ref", tmp / "data", codec, base + 20);
+}
