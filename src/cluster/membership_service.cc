@@ -168,6 +168,24 @@ std::optional<Decision> MembershipService::NextDecision(absl::Duration timeout) 
   return d;
 }
 
+bool MembershipService::ViewSuperseded() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Decision& d : decisions_) {
+    switch (d.kind) {
+      case Decision::kStopTraining:
+      case Decision::kPause:
+      case Decision::kInstallView:
+      case Decision::kExcluded:
+      case Decision::kLeave:
+      case Decision::kConfigMismatch:
+        return true;
+      default:
+        break;
+    }
+  }
+  return false;
+}
+
 bool MembershipService::WaitFor(const std::function<bool(const View&, bool)>& pred,
                                 absl::Duration timeout) {
   std::unique_lock<std::mutex> lock(mu_);

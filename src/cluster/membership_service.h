@@ -115,6 +115,11 @@ class MembershipService {
 
   // The next decision, in order; nullopt after `timeout` or once stopped.
   std::optional<Decision> NextDecision(absl::Duration timeout);
+  // True while a decision that ends the installed view's business waits in the queue
+  // (a stop for a view change, a pause, a newer view, an exclusion, a leave): a state
+  // transfer of the older view polls it, since its other side has moved on or will.
+  // Does not consume decisions.
+  bool ViewSuperseded() const;
   // Waits until this peer can train in an installed view; returns that view, or
   // nullopt after `timeout`. Does not consume decisions.
   std::optional<View> WaitUntilTraining(absl::Duration timeout);
@@ -202,7 +207,7 @@ class MembershipService {
   std::vector<std::unique_ptr<InLink>> retired_;  // receivers of removed slots, ending
   std::vector<PeerId> node_hosts_;                // what SetHosts was last given
   View last_logged_view_;
-  Envelope report_envelope_;  // WithReport's copy
+  Envelope report_envelope_;                         // WithReport's copy
   std::map<std::string, absl::Time> refusals_seen_;  // endpoint -> last refusal passed on
 
   std::atomic<bool> stop_{false};

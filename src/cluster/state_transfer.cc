@@ -18,14 +18,29 @@ absl::Duration Left(absl::Time deadline) {
   return std::max(deadline - absl::Now(), absl::ZeroDuration());
 }
 
-// Waits for a link, bounded; the pending attempt is cancelled on timeout.
+constexpr absl::Duration kSupersededPoll = absl::Milliseconds(100);
+
+absl::Status SupersededError(const std::string& what) {
+  return absl::CancelledError(what + ": a newer view superseded this transfer");
+}
+
+// Waits for a link, bounded; the pending attempt is cancelled on timeout, or as soon
+// as options.superseded says so.
 absl::StatusOr<std::unique_ptr<net::Link>> AwaitLink(std::shared_ptr<net::PendingLink> p,
                                                      absl::Duration timeout,
+                                                     const TransferOptions& options,
                                                      const std::string& what) {
-  if (!p->Wait(timeout + absl::Milliseconds(200))) {
-    p->Cancel();
-    return absl::DeadlineExceededError(absl::StrFormat(
-        "%s: no link within %s (%s)", what, absl::FormatDuration(timeout), p->Describe()));
+  const absl::Time end = absl::Now() + timeout + absl::Milliseconds(200);
+  while (!p->Wait(options.superseded ? std::min(kSupersededPoll, Left(end)) : Left(end))) {
+    if (options.superseded && options.superseded()) {
+      p->Cancel();
+      return SupersededError(what);
+    }
+    if (absl::Now() >= end) {
+      p->Cancel();
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "%s: no link within %s (%s)", what, absl::FormatDuration(timeout), p->Describe()));
+    }
   }
   return p->Take();
 }
@@ -42,6 +57,22 @@ absl::Status RecvControl(net::Link& link, std::vector<uint8_t>* msg, absl::Durat
     return absl::Status(st.code(), absl::StrFormat("%s: %s", what, st.message()));
   }
   return absl::OkStatus();
+}
+
+// The other side's first message (the request, or the manifest), like RecvControl but
+// given up as soon as options.superseded says so (the frames queue whole, so waiting
+// in slices loses nothing).
+absl::Status RecvFirstControl(net::Link& link, std::vector<uint8_t>* msg,
+                              const TransferOptions& options, absl::Time deadline,
+                              const std::string& what) {
+  if (!options.superseded) return RecvControl(link, msg, options.idle_timeout, deadline, what);
+  const absl::Time end = std::min(absl::Now() + options.idle_timeout, deadline);
+  while (true) {
+    const absl::Duration slice = std::min(kSupersededPoll, Left(end));
+    absl::Status st = RecvControl(link, msg, slice, end, what);
+    if (!absl::IsDeadlineExceeded(st) || absl::Now() >= end) return st;
+    if (options.superseded()) return SupersededError(what);
+  }
 }
 
 // After our last message, wait (bounded) for the peer to close: closing first could
@@ -83,10 +114,10 @@ absl::Status ServeState(const std::shared_ptr<net::TcpNode>& node, int fetcher_r
   ASSIGN_OR_RETURN(
       std::unique_ptr<net::Link> link,
       AwaitLink(node->AcceptFrom(fetcher_rank, channel, absl::Now() + options.connect_timeout),
-                options.connect_timeout, what));
+                options.connect_timeout, options, what));
   net::TcpConnection& conn = link->connection();
   std::vector<uint8_t> msg;
-  RETURN_IF_ERROR(RecvControl(*link, &msg, options.idle_timeout, deadline, what));
+  RETURN_IF_ERROR(RecvFirstControl(*link, &msg, options, deadline, what));
   ASSIGN_OR_RETURN(const StateRequest request, DecodeStateRequest(msg, what));
   const StateVersion want = request.want;
 
@@ -213,12 +244,12 @@ absl::StatusOr<StateSnapshot> FetchState(const std::shared_ptr<net::TcpNode>& no
   ASSIGN_OR_RETURN(
       std::unique_ptr<net::Link> link,
       AwaitLink(node->ConnectTo(source_rank, channel, absl::Now() + options.connect_timeout),
-                options.connect_timeout, what));
+                options.connect_timeout, options, what));
   net::TcpConnection& conn = link->connection();
   RETURN_IF_ERROR(conn.SendOwned(net::FrameType::kControl, EncodeStateRequest({want})));
 
   std::vector<uint8_t> msg;
-  RETURN_IF_ERROR(RecvControl(*link, &msg, options.idle_timeout, deadline, what));
+  RETURN_IF_ERROR(RecvFirstControl(*link, &msg, options, deadline, what));
   ASSIGN_OR_RETURN(StateManifest manifest, DecodeStateManifest(msg, options.max_total_bytes, what));
   if (!manifest.ok) {
     return absl::FailedPreconditionError(what + ": the source refused: " + manifest.reason);

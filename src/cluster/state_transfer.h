@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -66,6 +67,13 @@ struct TransferOptions {
   absl::Duration total_timeout = absl::Minutes(10);    // the whole transfer
   uint32_t chunk_bytes = 4 << 20;                      // source side
   uint64_t max_total_bytes = 64ull << 30;              // fetcher refuses bigger manifests
+  // Polled (every kSupersededPoll) while either side waits for the link and for the
+  // other side's first message: true once a newer view made this transfer pointless.
+  // Without it a fetcher still handling an older view (its decisions are handled in
+  // order) waited the whole connect and idle timeouts for a source that had moved on,
+  // and every view proposed meanwhile went stale the same way. The transfer then
+  // fails with Cancelled, and the caller handles the newer decision. Empty: never.
+  std::function<bool()> superseded;
   // Test hooks (source side): flip one byte of the data sent at this offset of
   // section 0 (its checksum stays that of the true bytes); stop sending after this
   // many chunks and close the link.

@@ -53,9 +53,12 @@ void EncodeQuantized(absl::Span<const float> v, int bits, absl::Span<float> resi
     // Non-finite input has no scale: the block goes out as zeros and stays in the
     // residual (the trainer stops on a diverged loss before such values are exchanged).
     const float scale = std::isfinite(absmax) ? absmax / static_cast<float>(levels) : 0.0f;
+    // A subnormal scale has no finite inverse (0 * inf would be NaN, and NaN cast to
+    // int8 is undefined): such blocks divide by the scale instead.
     const float inv = scale > 0 ? 1.0f / scale : 0.0f;
+    const bool divide = !std::isfinite(inv);
     for (size_t i = 0; i < m; ++i) {
-      float r = std::nearbyint(v[b + i] * inv);
+      float r = std::nearbyint(divide ? v[b + i] / scale : v[b + i] * inv);
       r = std::clamp(r, static_cast<float>(-levels), static_cast<float>(levels));
       q[i] = static_cast<int8_t>(r);
       if (!residual.empty()) residual[b + i] = v[b + i] - static_cast<float>(q[i]) * scale;

@@ -353,16 +353,28 @@ absl::Status ElasticReducer::Install(const cluster::Decision& d) {
   const cluster::StepAgreement& a = d.agreement;
   const auto& node = options_.node;
   const bool serve = a.source == self_ && !a.need_state.empty();
+  // Either side gives up waiting for the other once a newer decision is queued: the
+  // other side has moved on (or will), and the newer view is handled next.
+  cluster::TransferOptions transfer = options_.transfer;
+  cluster::MembershipService* service = service_.get();
+  transfer.superseded = [service] { return service->ViewSuperseded(); };
   if (serve) {
     if (version_ != a.resume) {
-      LogError("asked to serve %s but this peer holds %s", a.resume.ToString(),
-               version_.ToString());
+      // This peer moved on after the view was agreed: under round sync an inner step
+      // needs no ring, so one announced too late to stop it completes. Answer the
+      // fetchers with a refusal ("this peer holds ..."), so that they fail at once and
+      // the view with this peer's state that the membership proposes next is installed
+      // in milliseconds. Not serving at all left each fetcher waiting out the transfer's
+      // timeouts (seconds per view), during which the next views went stale too.
+      LogWarning("asked to serve %s but this peer holds %s: refusing, a new view follows",
+                 a.resume.ToString(), version_.ToString());
+      (void)cluster::ServeAgreedState(node, d, Snapshot(), transfer);
     } else {
       Stopwatch watch;
       cluster::StateSource source = Snapshot();
       uint64_t bytes = 0;
       for (const auto& s : source.sections) bytes += s.bytes.size();
-      absl::Status st = cluster::ServeAgreedState(node, d, source, options_.transfer);
+      absl::Status st = cluster::ServeAgreedState(node, d, source, transfer);
       if (st.ok()) {
         LogInfo("state transfer: served %s (%.1f MB) to %s in %.0f ms", a.resume.ToString(),
                 bytes / 1e6, Names(a.need_state), watch.ElapsedMs());
@@ -378,10 +390,15 @@ absl::Status ElasticReducer::Install(const cluster::Decision& d) {
       options_.board->SetActivity("receiving_state",
                                   absl::StrCat(a.resume.ToString(), " from ", a.source));
     }
-    absl::StatusOr<cluster::StateSnapshot> snap =
-        cluster::FetchAgreedState(node, d, options_.transfer);
+    absl::StatusOr<cluster::StateSnapshot> snap = cluster::FetchAgreedState(node, d, transfer);
     if (options_.board) options_.board->SetActivity("");
     absl::Status st = snap.ok() ? LoadSnapshot(*snap) : snap.status();
+    if (absl::IsCancelled(st) && service->ViewSuperseded()) {
+      // Not a failure to report: the queued decision replaces this view.
+      LogInfo("state transfer: view epoch %d was superseded before %s arrived", v.epoch,
+              a.resume.ToString());
+      return absl::OkStatus();
+    }
     if (!st.ok()) {
       LogWarning("state transfer: fetching %s from %s failed: %s", a.resume.ToString(), a.source,
                  std::string(st.message()));

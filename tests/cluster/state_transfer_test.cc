@@ -5,6 +5,8 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
+#include <chrono>
 #include <random>
 #include <thread>
 
@@ -153,6 +155,62 @@ TEST_CASE("a source that dies mid-transfer or goes silent does not hang the fetc
     CHECK(absl::IsDeadlineExceeded(got.status()));
     CHECK(w.ElapsedSeconds() < 2);
   }
+}
+
+TEST_CASE("a newer view ends the waits of both sides at once, not after their timeouts") {
+  // A fetcher handling an older view (its decisions come in order) asks a source that
+  // has moved on to a newer view and will never answer on that view's channel; and a
+  // source waits for a fetcher that has moved on. `superseded` turns true a moment
+  // later, as a queued newer decision would: both give up within a poll, with
+  // Cancelled, instead of the 10 s timeouts.
+  Pair p;
+  const auto bytes = RandomBytes(1 << 16, 7);
+  TransferOptions o = Quick();
+  o.connect_timeout = absl::Seconds(10);
+  o.idle_timeout = absl::Seconds(10);
+  std::atomic<bool> newer{false};
+  o.superseded = [&] { return newer.load(); };
+  std::thread flip([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    newer = true;
+  });
+  SUBCASE("fetcher: the source accepted the link and never answers") {
+    std::unique_ptr<net::Link> held;
+    std::thread t([&] {
+      auto pending = p.a->AcceptFrom(1, StateChannel(3), absl::Now() + absl::Seconds(3));
+      if (pending->Wait(absl::Seconds(3))) {
+        auto l = pending->Take();
+        if (l.ok()) held = *std::move(l);
+      }
+    });
+    Stopwatch w;
+    auto got = FetchState(p.b, 0, StateChannel(3), {3, 9}, o);
+    t.join();
+    REQUIRE_FALSE(got.ok());
+    CHECK_MESSAGE(absl::IsCancelled(got.status()), got.status().ToString());
+    CHECK(got.status().message().find("superseded") != std::string::npos);
+    CHECK(w.ElapsedSeconds() < 2);
+  }
+  SUBCASE("source: the fetcher never comes") {
+    StateSource src{{3, 9}, {{"params", bytes}}};
+    Stopwatch w;
+    absl::Status served = ServeState(p.a, 1, StateChannel(3), src, o);
+    CHECK_MESSAGE(absl::IsCancelled(served), served.ToString());
+    CHECK(w.ElapsedSeconds() < 2);
+  }
+  SUBCASE("while nothing is newer, the transfer runs as before") {
+    TransferOptions quiet = Quick();
+    quiet.superseded = [] { return false; };  // polled, never true
+    StateSource src{{3, 9}, {{"params", bytes}}};
+    absl::Status served;
+    std::thread t([&] { served = ServeState(p.a, 1, StateChannel(3), src, quiet); });
+    auto got = FetchState(p.b, 0, StateChannel(3), {3, 9}, quiet);
+    t.join();
+    REQUIRE_MESSAGE(got.ok(), got.status().ToString());
+    CHECK_MESSAGE(served.ok(), served.ToString());
+    CHECK(got->Find("params")->bytes == bytes);
+  }
+  flip.join();
 }
 
 }  // namespace

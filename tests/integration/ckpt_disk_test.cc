@@ -151,9 +151,14 @@ TEST_CASE("ckpt: the leader's disk fills up, then turns read-only -- training go
   int valid_before = 0;
   REQUIRE(NotValidCheckpoints(leader_ckpt, &valid_before, true).empty());
   REQUIRE(valid_before >= 2);
-  const int64_t full_at = c.LastStep(0);
   REQUIRE_MESSAGE(c.WaitUntil([&] { return failures(0) >= 3; }, 60), c.Dump());
-  CHECK(c.LastStep(0) > full_at);  // three failed intervals later, still training
+  // Three failed intervals later, still training: steps go on past the one where the
+  // third failure was seen. (On a fast machine the third failure may already be in the
+  // metrics line the first wait read, so compare with the step seen now, and wait.)
+  const int64_t three_failed_at = c.LastStep(0);
+  CHECK_MESSAGE(c.WaitUntil([&] { return c.LastStep(0) >= three_failed_at + 4; }, 60),
+                "no step after the third failed checkpoint (at step " << three_failed_at << ")\n"
+                                                                      << c.Dump());
   CHECK(c.Running(0));
   CHECK(c.Running(1));
   CHECK_MESSAGE(CountLines(c, 0, "No space left on device") >= 3, c.Dump());

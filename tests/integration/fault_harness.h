@@ -562,28 +562,9 @@ inline FailureFigures WaitTrainingAgain(FaultCluster& c, int who, double t_fail,
   return f;
 }
 
-// Waits until peer `who`, (re)started or reconnected at t_start, reports a step of a
-// newer epoch; seconds to that step (start, join, state transfer, first step), -1 on
-// timeout. That step's param_hash must equal what the other peers reported for it.
-inline double WaitRejoined(FaultCluster& c, int who, size_t metrics_before, double t_start,
-                           double timeout_s) {
-  // The first step of a newer epoch than the peer's last one before: a step that was
-  // in flight when a partition began may still complete in the old view once the
-  // link is back (with every peer's gradient; the next view resumes from it).
-  const uint64_t old_epoch = metrics_before > 0 ? c.Metrics(who)[metrics_before - 1].epoch : 0;
-  size_t index = 0;
-  const auto found = [&] {
-    for (size_t k = metrics_before; k < c.MetricCount(who); ++k) {
-      if (c.Metrics(who)[k].epoch > old_epoch) {
-        index = k;
-        return true;
-      }
-    }
-    return false;
-  };
-  if (!c.WaitUntil(found, timeout_s)) return -1;
-  const Metric first = c.Metrics(who)[index];
-  // Others report that step a moment later at most.
+// Waits (at most 10 s) until another peer than `who` reports `first`'s (step, epoch), then
+// checks that every other peer reporting it holds `first`'s param_hash, and that one did.
+inline void CheckOthersHoldHash(FaultCluster& c, int who, const Metric& first) {
   c.WaitUntil(
       [&] {
         for (int i = 0; i < c.size(); ++i) {
@@ -607,6 +588,31 @@ inline double WaitRejoined(FaultCluster& c, int who, size_t metrics_before, doub
     }
   }
   CHECK_MESSAGE(compared, "no other peer reported step " << first.step << " epoch " << first.epoch);
+}
+
+// Waits until peer `who`, (re)started or reconnected at t_start, reports a step of a
+// newer epoch; seconds to that step (start, join, state transfer, first step), -1 on
+// timeout. That step's param_hash must equal what the other peers reported for it.
+inline double WaitRejoined(FaultCluster& c, int who, size_t metrics_before, double t_start,
+                           double timeout_s) {
+  // The first step of a newer epoch than the peer's last one before: a step that was
+  // in flight when a partition began may still complete in the old view once the
+  // link is back (with every peer's gradient; the next view resumes from it).
+  const uint64_t old_epoch = metrics_before > 0 ? c.Metrics(who)[metrics_before - 1].epoch : 0;
+  size_t index = 0;
+  const auto found = [&] {
+    for (size_t k = metrics_before; k < c.MetricCount(who); ++k) {
+      if (c.Metrics(who)[k].epoch > old_epoch) {
+        index = k;
+        return true;
+      }
+    }
+    return false;
+  };
+  if (!c.WaitUntil(found, timeout_s)) return -1;
+  const Metric first = c.Metrics(who)[index];
+  // Others report that step a moment later at most.
+  CheckOthersHoldHash(c, who, first);
   return first.seen_s - t_start;
 }
 
