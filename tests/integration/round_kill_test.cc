@@ -14,9 +14,9 @@
 // A restarted peer starts from the shared parameters of a round's start (it received
 // the state at an outer step, or sits the round out: its log says so), and at every
 // outer step all peers that report it hold one param_hash. The run ends with a ring
-// SIGTERM at a round's end, every peer at one step and hash, and a final loss within 1%
-// of an uninterrupted run to the same step (the mean train loss of the last rounds over
-// every peer: 3H global batches on the same windows in both runs).
+// SIGTERM at a round's end, every peer at one step and hash, and a final loss within
+// kLossTolerance of an uninterrupted run to the same step (the mean train loss of the last rounds
+// over every peer: 3H global batches on the same windows in both runs).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -36,11 +36,19 @@ using namespace rt::integration::fault;  // NOLINT: test-local harness
 using rt::integration::TempDir;
 using rt::integration::TestBasePort;
 
-constexpr int kGlobalBatch = 24;  // 12 micro-batches of --batch 2, shared by 2 or 3 peers
-constexpr int kEvery = 8;         // H: inner steps per round
+constexpr int kGlobalBatch = 24;   // 12 micro-batches of --batch 2, shared by 2 or 3 peers
+constexpr int kEvery = 8;          // H: inner steps per round
+constexpr int kCompareFrom = 600;  // the earliest step at which the final loss is compared
 // Rounds whose mean train loss is compared: with overlap one round's mean differs by
 // up to 1.4% between two trajectories (12 runs: 0.05-1.4%; without overlap 0.04-1%).
 constexpr int kLossRounds = 3;
+// How far the faulty run's loss may be from the uninterrupted one's. Two trajectories
+// of this tiny model differ by that much whichever is faulty: over ~120 runs of both
+// tests the gap was 0.0007-1.5%, mean ~0.4%, with the faulty run as often below as
+// above (e.g. 2.745 against 2.778 at step 608). 1% failed ~4% of runs on noise alone,
+// so 2% is what this comparison can tell from noise; that the replicas agree (one hash
+// at every outer step) and the trainer tests' exact resumes are the finer evidence.
+constexpr double kLossTolerance = 0.02;
 
 std::vector<std::string> RoundArgs(const std::string& data, int64_t steps,
                                    const std::string& codec) {
@@ -54,7 +62,7 @@ std::vector<std::string> RoundArgs(const std::string& data, int64_t steps,
 }
 
 // The fault tests' pattern with a third of the tokens drawn at random: its loss floor
-// (~1.9 nats) is like text's, far above 0, so "within 1%" compares how much was
+// (~1.9 nats) is like text's, far above 0, so a relative gap compares how much was
 // learned; on the pure pattern the loss tends to 0 and any relative gap grows without
 // bound.
 void WriteNoisyData(const std::string& dir) {
@@ -168,9 +176,23 @@ double WaitRejoinedAtOuterStep(FaultCluster& c, int who, size_t before, double t
 
 // The end: SIGTERM to every peer; all exit 0 at one step (a round's end) with one hash;
 // at every outer step all peers that report it agree; then an uninterrupted run to the
-// same step, whose mean last-step loss the faulty run's must match within 1%.
+// same step, whose mean last-rounds loss the faulty run's must match within kLossTolerance.
 void StopAndCompare(FaultCluster& c, const std::string& ref_dir, const std::string& data,
                     const std::string& codec, int port) {
+  // Compared where the curve has flattened: a fast machine reaches the stop with
+  // ~900 steps, a loaded one with under 200, where the loss still falls ~1% per few
+  // rounds and the rounds a fault cost (a victim's lost inner steps, a rejoiner
+  // sitting out) alone gave gaps of 1.1-1.5% (4 runs in ~90).
+  REQUIRE_MESSAGE(c.WaitUntil(
+                      [&] {
+                        for (int i = 0; i < c.size(); ++i) {
+                          if (c.LastStep(i) < kCompareFrom) return false;
+                        }
+                        return true;
+                      },
+                      60),
+                  "the ring did not reach step " << kCompareFrom << "\n"
+                                                 << c.Dump());
   for (int i = 0; i < c.size(); ++i) c.Signal(i, SIGTERM);
   for (int i = 0; i < c.size(); ++i) {
     std::optional<int> code = c.WaitExit(i, 60);
@@ -210,7 +232,7 @@ void StopAndCompare(FaultCluster& c, const std::string& ref_dir, const std::stri
       "fault figure: round sync (%s) mean loss of the last 3 rounds (to step %lld): faulty run "
       "%.6f, uninterrupted %.6f (relative %.2g)\n",
       codec.c_str(), static_cast<long long>(steps), loss, ref_loss, rel);
-  CHECK(rel <= 0.01);
+  CHECK(rel <= kLossTolerance);
 }
 
 // A restarted peer's start, rejoin and the checks of WaitRejoinedAtOuterStep.
