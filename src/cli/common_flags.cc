@@ -117,6 +117,10 @@ ABSL_FLAG(double, outer_momentum, 0.9, "Round sync: outer Nesterov momentum, in 
 ABSL_FLAG(std::string, outer_compress, "none",
           "Round sync: codec of the outer exchange, none|bf16|int8|int4|topk:DENSITY, with "
           "error feedback kept per peer across rounds");
+ABSL_FLAG(std::string, outer_overlap, "on",
+          "Round sync: on = each round's exchange runs beside the next round's inner steps and "
+          "its outer step is applied one round late (hidden when it fits in a round); off = "
+          "the ring waits for the exchange at every round's end");
 
 // --topk-warmup's default: a tenth of the run, at least 75 steps.
 constexpr int kMinDefaultTopKWarmup = 75;
@@ -172,7 +176,7 @@ std::vector<std::string> CommFlagNames() {
 }
 
 std::vector<std::string> RoundSyncFlagNames() {
-  return {"outer_every", "outer_lr", "outer_momentum", "outer_compress"};
+  return {"outer_every", "outer_lr", "outer_momentum", "outer_compress", "outer_overlap"};
 }
 
 absl::StatusOr<sync::RoundSyncOptions> RoundSyncFromFlags() {
@@ -182,6 +186,12 @@ absl::StatusOr<sync::RoundSyncOptions> RoundSyncFromFlags() {
   o.outer_momentum = static_cast<float>(absl::GetFlag(FLAGS_outer_momentum));
   const std::string codec = absl::GetFlag(FLAGS_outer_compress);
   RETURN_IF_ERROR(o.Validate());
+  const std::string overlap = absl::GetFlag(FLAGS_outer_overlap);
+  if (overlap != "on" && overlap != "off") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--outer-overlap must be on or off, got '", overlap, "'"));
+  }
+  o.overlap = overlap == "on" && o.enabled();
   if (codec == "auto") {
     return absl::InvalidArgumentError(
         "--outer-compress auto does not exist: name the codec (none, bf16, int8, int4, topk:D)");

@@ -66,6 +66,7 @@ ABSL_DECLARE_FLAG(int, outer_every);
 ABSL_DECLARE_FLAG(double, outer_lr);
 ABSL_DECLARE_FLAG(double, outer_momentum);
 ABSL_DECLARE_FLAG(std::string, outer_compress);
+ABSL_DECLARE_FLAG(std::string, outer_overlap);
 
 namespace rt::cli {
 
@@ -79,7 +80,7 @@ RingFlagNames();  // hosts self rank wait secret_file encrypt compress zstd_leve
 
 std::vector<std::string> CommFlagNames();  // probe_every comm_budget topk_warmup topk_refresh
 std::vector<std::string>
-RoundSyncFlagNames();  // outer_every outer_lr outer_momentum outer_compress
+RoundSyncFlagNames();  // outer_every outer_lr outer_momentum outer_compress outer_overlap
 
 // --outer-every, --outer-lr, --outer-momentum, --outer-compress, checked; with H > 0 also
 // the combinations that cannot work (--zero 1, a per-step --compress other than none,

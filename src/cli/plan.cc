@@ -82,12 +82,12 @@ void PrintStepTime(const train::RunPlan& p) {
 std::string PrintSyncComparison(const train::SyncComparison& c) {
   absl::PrintF("\nper-step sync against round sync on this link (compute only: %.0f tokens/s)\n",
                c.compute_only_tokens_per_s);
-  absl::PrintF("  %-66s %8s %8s %18s  %s\n", "train flags", "tokens/s", "of comp.", "memory",
+  absl::PrintF("  %-88s %8s %8s %18s  %s\n", "train flags", "tokens/s", "of comp.", "memory",
                "learns well");
   std::vector<std::string> rows;
   for (const train::SyncOption& o : c.options) {
     const std::string flags = o.note.empty() ? o.flags : absl::StrCat(o.flags, " (", o.note, ")");
-    absl::PrintF("  %-66s %8.0f %7.1f%% %7.1f GB %-7s  %s\n", flags, o.tokens_per_s,
+    absl::PrintF("  %-88s %8.0f %7.1f%% %7.1f GB %-7s  %s\n", flags, o.tokens_per_s,
                  100 * o.of_compute, o.memory_bytes / 1e9, o.fits ? "fits" : "too big", o.learning);
     rows.push_back(absl::StrFormat(
         "{\"kind\":\"%s\",\"flags\":\"%s\",\"tokens_per_s\":%.1f,\"of_compute\":%.4f,"
@@ -200,6 +200,7 @@ int RunPlan(const std::vector<std::string>& positional) {
   }
   in.outer_every = round->every;
   in.outer_compress = round->codec.ToString();
+  in.outer_overlap = round->overlap;
   if (in.options.max_batch < 1) {
     std::fprintf(stderr, "ringtrain plan: --batch must be >= 1, got %d\n", in.options.max_batch);
     return 2;
@@ -280,7 +281,10 @@ int RunPlan(const std::vector<std::string>& positional) {
   if (p.bf16_weights > 0) line("bf16 weight copy", p.bf16_weights);
   if (p.residual > 0)
     line(in.outer_every > 0 ? "outer codec residual" : "codec residual", p.residual);
-  if (p.round.outer_state_bytes > 0) line("outer state (start+mom.)", p.round.outer_state_bytes);
+  if (p.round.outer_state_bytes > 0) {
+    line(p.round.overlap ? "outer state (+overlap)" : "outer state (start+mom.)",
+         p.round.outer_state_bytes);
+  }
   line(absl::StrFormat("activations (batch %d)", in.options.max_batch), p.activations);
   line("reserve (OS, cache)", p.reserve);
   absl::PrintF("  %-25s%10s of %s: %s\n", "total", Gb(p.total), Gb(in.ram_bytes),
@@ -290,6 +294,7 @@ int RunPlan(const std::vector<std::string>& positional) {
   if (!in.options.recompute) savers.push_back("--recompute");
   if (in.zero == 0 && in.peers >= 2 && in.outer_every == 0) savers.push_back("--zero 1");
   if (in.outer_every > 0 && p.residual > 0) savers.push_back("--outer-compress none");
+  if (p.round.overlap) savers.push_back("--outer-overlap off");
   if (p.max_batch_that_fits == 0) {
     savers.push_back("a smaller model");
     const std::string last = savers.back();
@@ -344,25 +349,28 @@ int RunPlan(const std::vector<std::string>& positional) {
   if (p.round.every > 0) {
     const train::RoundEstimate& r = p.round;
     absl::PrintF(
-        "\nround sync (--outer-every %d --outer-compress %s; the per-step rows above\n"
-        "are what it replaces)\n",
-        r.every, r.codec);
-    absl::PrintF("  exchange per round %s per peer, %.1f s; hidden %.1f s (no overlap yet)\n",
-                 Gb(r.wire_bytes), r.exchange_s, r.hidden_s);
+        "\nround sync (--outer-every %d --outer-compress %s --outer-overlap %s; the per-step\n"
+        "rows above are what it replaces)\n",
+        r.every, r.codec, r.overlap ? "on" : "off");
+    absl::PrintF("  exchange per round %s per peer, %.1f s; hidden %.1f s%s\n", Gb(r.wire_bytes),
+                 r.exchange_s, r.hidden_s,
+                 r.overlap ? " (beside the next round)" : " (overlap off: none hides)");
     if (timed) {
       absl::PrintF("  compute per round %.1f s (%d inner steps, equal shares), round %.1f s\n",
                    r.compute_s, r.every, r.round_s);
       absl::PrintF("  %.0f tokens/s = %.1f%% of compute only (%.0f tokens/s)\n", r.tokens_per_s,
                    100 * r.tokens_per_s / r.compute_only_tokens_per_s, r.compute_only_tokens_per_s);
     }
-    absl::PrintF("  outer state: round-start copy + momentum %s per peer (not sharded)\n",
-                 Gb(r.outer_state_bytes));
+    absl::PrintF("  outer state: round-start copy + momentum%s %s per peer (not sharded)\n",
+                 r.overlap ? " + anchor + exchange buffer" : "", Gb(r.outer_state_bytes));
     round_json = absl::StrFormat(
         ",\"round\":{\"outer_every\":%d,\"outer_compress\":\"%s\",\"wire_bytes\":%.0f,"
         "\"exchange_s\":%.6f,\"hidden_s\":%.6f,\"compute_s\":%.6f,\"round_s\":%.6f,"
-        "\"tokens_per_s\":%.1f,\"compute_only_tokens_per_s\":%.1f,\"outer_state_bytes\":%.0f}",
+        "\"tokens_per_s\":%.1f,\"compute_only_tokens_per_s\":%.1f,\"outer_state_bytes\":%.0f,"
+        "\"overlap\":%s}",
         r.every, r.codec, r.wire_bytes, r.exchange_s, r.hidden_s, r.compute_s, r.round_s,
-        r.tokens_per_s, r.compute_only_tokens_per_s, r.outer_state_bytes);
+        r.tokens_per_s, r.compute_only_tokens_per_s, r.outer_state_bytes,
+        r.overlap ? "true" : "false");
   }
   const std::string cost_json =
       train_tokens > 0 ? PrintRunCost(p, in.peers, train_tokens, gpus, gpu_file) : "";

@@ -565,7 +565,7 @@ const Subcommand& TrainSubcommand() {
       "                 [--compress none|bf16|topk:D|auto] [--bucket-mb 25] [--check-every 10]\n"
       "                 [--zero 0|1]]\n"
       "                [--outer-every H [--outer-lr 0.7] [--outer-momentum 0.9]\n"
-      "                 [--outer-compress none|bf16|int8|int4|topk:D]]\n"
+      "                 [--outer-compress none|bf16|int8|int4|topk:D] [--outer-overlap on|off]]\n"
       "Prints one line per step (loss, learning rate, gradient norm, tokens/s, step time);\n"
       "with --eval-every, the validation loss and bits per byte. Resumes from the newest valid\n"
       "checkpoint in --ckpt-dir. With --hosts, the peers form a fault-tolerant ring: each\n"
@@ -580,6 +580,8 @@ const Subcommand& TrainSubcommand() {
       "each peer trains on its own slots with its own AdamW, then the ring averages the\n"
       "pseudo-gradients by tokens and an outer Nesterov step updates the shared parameters\n"
       "(docs/round-sync.md); checkpoints, evaluations and stops happen at round ends.\n"
+      "--outer-overlap on (the default) sends each round's exchange beside the next round\n"
+      "and applies its outer step one round late.\n"
       "--metrics m.jsonl becomes m.rank<R>.jsonl per peer.",
       TrainFlagNames(),
       &RunTrain,

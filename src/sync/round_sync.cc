@@ -8,6 +8,32 @@
 #include "absl/strings/str_format.h"
 
 namespace rt::sync {
+namespace {
+
+// One coordinate of the outer step (round_sync.h): from the exchange's sum, the shared
+// start and the momentum, the new shared value, the new momentum and delta.
+struct OuterValue {
+  float updated, momentum, delta;
+};
+inline OuterValue OuterAt(float sum, float start, float buf, float keep, float mu, float lr_mu,
+                          bool exact) {
+  const float avg = exact ? sum : start - sum;
+  const float delta = exact ? start - avg : sum;
+  const float b = mu * buf + delta;
+  const float c = keep * delta - lr_mu * b;
+  // Adding a zero correction is skipped rather than trusted to be the identity: -0 + +0
+  // is +0, and the parameter's bits must stay avg's.
+  return {c == 0.0f ? avg : avg + c, b, delta};
+}
+
+// A replica rebased onto the new shared value: local + (shared - anchor), skipped
+// where that is 0 (a replica's -0 stays -0).
+inline float Rebased(float local, float shared, float anchor) {
+  const float correction = shared - anchor;
+  return correction != 0.0f ? local + correction : local;
+}
+
+}  // namespace
 
 absl::Status RoundSyncOptions::Validate() const {
   if (every < 0) {
@@ -26,8 +52,8 @@ absl::Status RoundSyncOptions::Validate() const {
 }
 
 std::string RoundSyncOptions::ToString() const {
-  return absl::StrFormat("every=%d lr=%g momentum=%g compress=%s", every, outer_lr, outer_momentum,
-                         codec.ToString());
+  return absl::StrFormat("every=%d lr=%g momentum=%g compress=%s%s", every, outer_lr,
+                         outer_momentum, codec.ToString(), overlap ? " overlap=on" : "");
 }
 
 bool IsRoundEnd(int64_t steps_done, int64_t total_steps, int every) {
@@ -45,6 +71,10 @@ RoundSync::RoundSync(RoundSyncOptions options, size_t floats) : options_(options
   start_.Resize(floats);
   momentum_.Resize(floats);
   momentum_.Zero();
+  if (options_.overlap) {
+    anchor_.Resize(floats);
+    exchange_.Resize(floats);
+  }
 }
 
 void RoundSync::BeginRound(absl::Span<const float> params) {
@@ -52,25 +82,36 @@ void RoundSync::BeginRound(absl::Span<const float> params) {
   round_tokens_ = 0;
   inner_done_step_ = -1;
   sitting_out_ = false;
+  DropPending();
 }
 
 void RoundSync::ForgetRound() {
   round_tokens_ = 0;
+  pending_tokens_ = 0;
   inner_done_step_ = -1;
   replaced_ = true;
 }
 
 void RoundSync::AfterReplacedState(bool at_round_start, absl::Span<float> params) {
   replaced_ = false;
-  if (at_round_start) {
-    BeginRound(params);
-    sitting_out_ = false;
+  if (at_round_start && !has_pending()) {
+    BeginRound(params);  // a drained round's end (or none yet): params == start, shared
     return;
   }
+  // The received replica is one peer's own (mid-round; or, with overlap, a round's end
+  // whose exchange is pending: the serving peer's replica carries its own round, which
+  // that peer contributes). Back to the shared copy G (start); with overlap, the anchor
+  // too and no tokens in the pending round: this peer takes part in its redo with weight
+  // 0 and the rebase at the outer step brings it to the new shared copy. The pending
+  // flag stays as received (every peer of the ring redoes that exchange).
   std::copy(start_.data(), start_.data() + params.size(), params.begin());
+  if (options_.overlap) std::copy(start_.data(), start_.data() + anchor_.size(), anchor_.data());
   round_tokens_ = 0;
+  pending_tokens_ = 0;
   inner_done_step_ = -1;
-  sitting_out_ = true;
+  // At a round's end (overlap, pending) the new round begins from G here: nothing to
+  // sit out. Mid-round the rest of the round is sat out.
+  sitting_out_ = !at_round_start;
 }
 
 float RoundSync::Weight(int64_t mine, int64_t total) {
@@ -89,37 +130,81 @@ void RoundSync::Contribution(absl::Span<const float> params, float weight,
   }
 }
 
-OuterStepFigures RoundSync::Apply(absl::Span<const float> sum, absl::Span<float> params) {
+OuterStepFigures RoundSync::OuterUpdate(absl::Span<const float> sum, float* out) {
   // Compiled with -ffp-contract=off (CMakeLists.txt): no fused multiply-add, so every
   // CPU of a fleet computes the same bits from the same inputs.
-  const size_t n = params.size();
-  const float lr = options_.outer_lr;
+  const size_t n = start_.size();
   const float mu = options_.outer_momentum;
-  const float keep = 1.0f - lr;  // the share of delta that stays out of the update
-  const float lr_mu = lr * mu;
+  const float keep = 1.0f - options_.outer_lr;  // the share of delta that stays out
+  const float lr_mu = options_.outer_lr * mu;
   const bool exact = exchanges_params();
   float* s = start_.data();
   float* buf = momentum_.data();
   double norm_sq = 0;
   for (size_t i = 0; i < n; ++i) {
-    const float avg = exact ? sum[i] : s[i] - sum[i];
-    const float delta = exact ? s[i] - avg : sum[i];
-    const float b = mu * buf[i] + delta;
-    buf[i] = b;
-    const float c = keep * delta - lr_mu * b;
-    // Adding a zero correction is skipped rather than trusted to be the identity: -0 + +0
-    // is +0, and the parameter's bits must stay avg's.
-    const float updated = c == 0.0f ? avg : avg + c;
-    params[i] = updated;
-    s[i] = updated;
-    norm_sq += static_cast<double>(delta) * delta;
+    const OuterValue v = OuterAt(sum[i], s[i], buf[i], keep, mu, lr_mu, exact);
+    buf[i] = v.momentum;
+    if (out != nullptr) out[i] = v.updated;
+    s[i] = v.updated;
+    norm_sq += static_cast<double>(v.delta) * v.delta;
   }
-  round_tokens_ = 0;
-  inner_done_step_ = -1;
-  sitting_out_ = false;
   OuterStepFigures f;
   f.pseudo_grad_norm = std::sqrt(norm_sq);
   return f;
+}
+
+OuterStepFigures RoundSync::Apply(absl::Span<const float> sum, absl::Span<float> params) {
+  const OuterStepFigures f = OuterUpdate(sum, params.data());
+  round_tokens_ = 0;
+  inner_done_step_ = -1;
+  sitting_out_ = false;
+  return f;
+}
+
+void RoundSync::Launch(absl::Span<const float> params) {
+  std::copy(params.begin(), params.end(), anchor_.data());
+  pending_flag_[0] = 1.0f;
+  pending_tokens_ = round_tokens_;
+  round_tokens_ = 0;
+  inner_done_step_ = -1;
+  sitting_out_ = false;  // a peer that sat the round out trains in the next one
+}
+
+void RoundSync::Recontribute(float weight) {
+  Contribution(anchor_.span(), weight, exchange_.span());
+}
+
+OuterStepFigures RoundSync::ApplyDelayed(absl::Span<const float> sum, absl::Span<float> params) {
+  const OuterStepFigures f = OuterUpdate(sum, nullptr);
+  const size_t n = params.size();
+  const float* s = start_.data();
+  const float* a = anchor_.data();
+  for (size_t i = 0; i < n; ++i) params[i] = Rebased(params[i], s[i], a[i]);
+  DropPending();
+  return f;
+}
+
+void RoundSync::DrainContribution(absl::Span<const float> pending_sum,
+                                  absl::Span<const float> params, float weight,
+                                  absl::Span<float> out) const {
+  const size_t n = params.size();
+  const float mu = options_.outer_momentum;
+  const float keep = 1.0f - options_.outer_lr;
+  const float lr_mu = options_.outer_lr * mu;
+  const bool exact = exchanges_params();
+  const float* s = start_.data();
+  const float* buf = momentum_.data();
+  const float* a = anchor_.data();
+  for (size_t i = 0; i < n; ++i) {
+    const float shared = OuterAt(pending_sum[i], s[i], buf[i], keep, mu, lr_mu, exact).updated;
+    const float local = Rebased(params[i], shared, a[i]);
+    out[i] = exact ? weight * local : weight * (shared - local);
+  }
+}
+
+void RoundSync::DropPending() {
+  pending_flag_[0] = 0.0f;
+  pending_tokens_ = 0;
 }
 
 }  // namespace rt::sync

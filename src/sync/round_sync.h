@@ -26,6 +26,24 @@
 // what travels is w_p * (start - local_p), small values the codec and its per-peer
 // error feedback are made for; then delta is the sum and avg = start - delta.
 //
+// Overlap (options.overlap, --outer-overlap on): the exchange of round r runs on the
+// reducer's communication thread beside the inner steps of round r+1, and its outer
+// step is applied one round late (the "one round delayed" outer update):
+//   end of round r:   anchor = local; launch the exchange of round r's contribution
+//                     (computed from anchor and start = G_r); keep training from local.
+//   end of round r+1: wait for it; G_{r+1} = outer step of G_r with its sum (the same
+//                     formula as above, written into start and buf only); rebase this
+//                     peer's replica onto it: local += G_{r+1} - anchor (this round's own
+//                     progress kept, the others' rounds and the outer step added); then
+//                     anchor = local and launch round r+1's exchange.
+// The shared parameters are G (start()): identical on every peer at every outer step,
+// and what param_hash compares there; the local replicas differ at every step by design
+// (each carries its own round's progress). A round's exchange that was lost (a view
+// change) is redone among the survivors from anchor and start, which stay as they were
+// at the launch until the outer step is applied. With one peer, lr 1, momentum 0 and
+// codec none, G_{r+1} = anchor bit for bit, the rebase adds nothing, and the replica
+// trains exactly as plain training (G trails it by one round).
+//
 // Units: parameters, start and buf are fp32 flat buffers in ParamLayout order (DESIGN
 // invariant 1), all of one length.
 #pragma once
@@ -46,10 +64,12 @@ struct RoundSyncOptions {
   float outer_lr = 0.7f;        // --outer-lr
   float outer_momentum = 0.9f;  // --outer-momentum (Nesterov)
   collective::CodecSpec codec;  // --outer-compress: how the ring sums the contributions
+  bool overlap = false;         // --outer-overlap: exchange beside the next round (above)
   bool enabled() const { return every > 0; }
   // The flags as the user typed them are named in the error.
   absl::Status Validate() const;
-  std::string ToString() const;  // "every=30 lr=0.7 momentum=0.9 compress=none"
+  // "every=30 lr=0.7 momentum=0.9 compress=none" (+ " overlap=on" with overlap)
+  std::string ToString() const;
 };
 
 // Whether the step count `steps_done` (optimizer steps completed) ends a round: every
@@ -101,7 +121,11 @@ class RoundSync {
   // the received replica is one peer's own: this peer goes back to the round's shared
   // start (the received round-start copy) and sits the rest of the round out (no inner
   // steps, no tokens, weight 0 at the exchange), so it trains from the next round's
-  // shared parameters, with the outer state, as every other peer.
+  // shared parameters, with the outer state, as every other peer. With overlap and a
+  // pending round (received with the anchor and the pending flag), even at a round's
+  // start the received replica is the serving peer's own: params and anchor go back to
+  // the shared copy (start), the pending round is kept with no tokens of this peer (it
+  // joins the redo with weight 0), and mid-round the peer sits out as above.
   void AfterReplacedState(bool at_round_start, absl::Span<float> params);
   bool sitting_out() const { return sitting_out_; }
   // This peer's loss of its last inner step (what a redone exchange's step reports).
@@ -119,13 +143,55 @@ class RoundSync {
   // step: params = start = new, momentum updated; ends the round (BeginRound(params)).
   OuterStepFigures Apply(absl::Span<const float> sum, absl::Span<float> params);
 
+  // ---- Overlap (options().overlap; see the file comment) ----
+  // Whether a finished round's outer step is still to be applied (its exchange in
+  // flight, or lost and to be redone). A state the ring serves carries it (pending()).
+  bool has_pending() const { return pending_flag_[0] != 0.0f; }
+  // The anchor (this peer's replica when the pending round's exchange was launched) and
+  // the one-float pending flag: state the ring serves and replaces with the rest.
+  absl::Span<float> anchor() { return anchor_.span(); }
+  absl::Span<float> pending_flag() { return absl::MakeSpan(pending_flag_, 1); }
+  // This peer's tokens in the pending round (0 after ForgetRound: a replica received
+  // from another peer carries that peer's round, which that peer contributes).
+  int64_t pending_tokens() const { return pending_tokens_; }
+  // The round ends here and its exchange goes beside the next one: anchor = params,
+  // pending = true, its tokens move to pending_tokens() and a new round begins
+  // (round_tokens() = 0). Nothing is sent yet (the weight needs the others' tokens).
+  void Launch(absl::Span<const float> params);
+  // The pending round's contribution with `weight`, into exchange() (which the reducer
+  // then owns until the exchange finishes): from anchor and start, unchanged since
+  // Launch, so a redo among other peers (new weights) computes it again.
+  void Recontribute(float weight);
+  // The buffer the pending exchange sums in place (params.size() floats).
+  absl::Span<float> exchange() { return exchange_.span(); }
+  // `sum`: the pending exchange's result. The outer step as Apply, into start and the
+  // momentum only; then params += start - anchor (skipped where that is 0). Clears pending.
+  OuterStepFigures ApplyDelayed(absl::Span<const float> sum, absl::Span<float> params);
+  // A round's end that drains (overlap off from here: a checkpoint, an evaluation, a
+  // stop or the run's end): this round's contribution as Contribution(params', weight)
+  // would be after ApplyDelayed(pending_sum, params) made params', computed without
+  // changing anything, so that both exchanges can finish before either outer step is
+  // applied (then ApplyDelayed, then Apply: the same bits).
+  void DrainContribution(absl::Span<const float> pending_sum, absl::Span<const float> params,
+                         float weight, absl::Span<float> out) const;
+  // The pending round is dropped without an outer step (no peer of the exchange had
+  // tokens in it: its progress stays in the replicas and enters the next exchange).
+  void DropPending();
+
  private:
+  // delta, the momentum and the new shared parameters from the exchange's sum; writes
+  // start and buf, and `out` (may be null) with the new parameters.
+  OuterStepFigures OuterUpdate(absl::Span<const float> sum, float* out);
+
   RoundSyncOptions options_;
   AlignedBuffer<float> start_, momentum_;
+  AlignedBuffer<float> anchor_, exchange_;  // overlap only (empty otherwise)
+  float pending_flag_[1] = {0.0f};
   int64_t round_tokens_ = 0;
+  int64_t pending_tokens_ = 0;
   int64_t inner_done_step_ = -1;
   bool replaced_ = false;     // ForgetRound until AfterReplacedState
-  bool sitting_out_ = false;  // until the round's outer step (Apply)
+  bool sitting_out_ = false;  // until the round's end (Apply, or Launch with overlap)
   double inner_loss_ = 0;
 };
 

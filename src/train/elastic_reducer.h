@@ -182,6 +182,9 @@ class ElasticReducer final : public GradientReducer {
   absl::Status StepFailed(const absl::Status& error) override;
   void StepCompleted(int64_t step) override { Completed(step, /*boundary=*/true); }
   void InnerStepCompleted(int64_t step) override { Completed(step, /*boundary=*/false); }
+  void CommitExchange() override {
+    if (inner_) inner_->CommitExchange();
+  }
   bool StopAfterThisStep() const override { return stop_after_step_; }
   bool WritesCheckpoints() const override;
 

@@ -11,7 +11,7 @@
 
 namespace rt::train {
 
-void HoldInExchangeForTests(int64_t step) {
+void HoldInExchangeForTests(int64_t step, bool beside_next_round) {
   static const char* const kPath = std::getenv("RINGTRAIN_TEST_HOLD_EXCHANGE");
   if (kPath == nullptr || kPath[0] == '\0') return;
   const std::string path = kPath;
@@ -20,10 +20,14 @@ void HoldInExchangeForTests(int64_t step) {
   } else {
     return;
   }
+  // Written aside and renamed: a test that sees PATH.held reads it whole (it read an
+  // empty file now and then when PATH.held was written in place).
   const std::string held = path + ".held";
-  if (std::FILE* f = std::fopen(held.c_str(), "w")) {
-    std::fprintf(f, "%lld\n", static_cast<long long>(step));
+  const std::string part = held + ".part";
+  if (std::FILE* f = std::fopen(part.c_str(), "w")) {
+    std::fprintf(f, "%lld%s\n", static_cast<long long>(step), beside_next_round ? " beside" : "");
     std::fclose(f);
+    std::rename(part.c_str(), held.c_str());
   }
   LogInfo("test hold: inside the outer exchange of step %d while %s exists", step + 1, path);
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);

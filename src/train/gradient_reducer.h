@@ -208,6 +208,10 @@ class GradientReducer {
   // began but was never completed is undone at the next BeginStep
   // (collective/bucketed_reducer.h "Steps that are not applied").
   virtual void StepCompleted(int64_t /*step*/) {}
+  // The exchange that last finished is final for error feedback now, although its step
+  // is not completed yet (round sync drains two exchanges in one step: the second's
+  // BeginStep would otherwise undo the first's residuals). Default: nothing to keep.
+  virtual void CommitExchange() {}
   // Round sync: an inner step (between outer steps, replicas differ) was applied. As
   // StepCompleted, except that an elastic ring admits joiners (and drops removed hosts)
   // only at outer steps, where every peer holds the same shared parameters.

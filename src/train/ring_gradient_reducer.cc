@@ -461,6 +461,10 @@ void RingGradientReducer::StepCompleted(int64_t /*step*/) {
   if (buckets() != nullptr) (void)buckets()->CommitStep();
 }
 
+void RingGradientReducer::CommitExchange() {
+  if (buckets() != nullptr) (void)buckets()->CommitStep();
+}
+
 absl::Status RingGradientReducer::AgreeCarriedMeasurements() {
   // Peers of the previous view hold its measurements (equal on all of them), joiners
   // none: the mean over those that have one, identical on every peer. Compute time

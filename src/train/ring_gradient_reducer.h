@@ -204,6 +204,7 @@ class RingGradientReducer final : public GradientReducer {
   std::vector<std::pair<size_t, size_t>> RefreshedRanges() const override;
   std::vector<observe::LinkFigure> ProbedLinks() const override { return probed_links_; }
   void StepCompleted(int64_t step) override;
+  void CommitExchange() override;
   bool ShardsOptimizer() const override { return options_.shard_optimizer; }
   // Per bucket, the piece this peer's ring position owns (train/zero_pieces.h).
   std::vector<std::pair<size_t, size_t>> OwnedRanges(size_t length) const override;

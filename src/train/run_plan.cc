@@ -121,7 +121,8 @@ absl::StatusOr<RunPlan> PlanRun(const RunPlanInputs& in) {
   // Round sync: the round-start copy and the outer momentum (sync/round_sync.h).
   p.round.every = in.outer_every;
   p.round.codec = in.outer_every > 0 ? outer.ToString() : "";
-  p.round.outer_state_bytes = in.outer_every > 0 ? 8 * n : 0;
+  p.round.overlap = in.outer_every > 0 && in.outer_overlap;
+  p.round.outer_state_bytes = in.outer_every > 0 ? (p.round.overlap ? 16 : 8) * n : 0;
   ASSIGN_OR_RETURN(size_t act, model::Gpt::EstimateActivationBytes(in.config, in.options));
   p.activations = static_cast<double>(act);
   p.reserve = in.reserve_bytes;
@@ -290,7 +291,7 @@ absl::StatusOr<RunPlan> PlanRun(const RunPlanInputs& in) {
     if (!slot_s.empty()) {
       const double tokens = static_cast<double>(p.tokens_per_step);
       r.compute_s = in.outer_every * equal.compute_s;
-      r.hidden_s = 0;
+      r.hidden_s = r.overlap ? std::min(r.exchange_s, r.compute_s) : 0;
       r.round_s = r.compute_s + r.exchange_s - r.hidden_s;
       r.tokens_per_s = in.outer_every * tokens / r.round_s;
       r.compute_only_tokens_per_s = tokens / equal.compute_s;

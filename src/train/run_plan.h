@@ -63,27 +63,34 @@ struct RunPlanInputs {
   // Round sync (--outer-every H > 0, --outer-compress; sync/round_sync.h): see RoundEstimate.
   int outer_every = 0;
   std::string outer_compress = "none";
+  bool outer_overlap = false;  // --outer-overlap on: the exchange beside the next round
 };
 
 // Round sync, per peer: H inner steps of compute on equal shares (inner steps do not
 // balance), then one exchange of the whole buffer with the outer codec: dense ring
 // 2(N-1)/N x n x (4 fp32 | 2 bf16 | 1.0625 int8 | 0.5625 int4) bytes, or top-k's
-// allgather (as per step); 2(N-1) RTTs. Nothing of the exchange hides today (the
-// exchange runs at the round's end, between inner steps: `hidden_s` is 0), so
-//   round_s = H x compute_s + exchange_s,  tokens/s = H x tokens_per_step / round_s.
-// Memory adds the round-start copy and the outer momentum (fp32, 4n each; not sharded)
-// and, for a lossy codec, its error-feedback residual (4n) instead of the per-step one.
+// allgather (as per step); 2(N-1) RTTs. Without overlap the exchange runs between two
+// rounds and nothing hides; with it (--outer-overlap on) round r's exchange runs beside
+// round r+1's compute, so up to a round's compute of it hides:
+//   hidden_s = overlap ? min(exchange_s, H x compute_s) : 0,
+//   round_s = H x compute_s + exchange_s - hidden_s,  tokens/s = H x tokens_per_step / round_s
+// (the exchange's own CPU work beside the compute is not counted: 4 netns peers at
+// 100 Mbit/s sharing 2 cores spent 88-93% of their time computing with overlap). Memory adds the
+// round-start copy and the outer momentum (fp32, 4n each; not sharded), with overlap also the
+// anchor and the exchange buffer (4n each), and, for a lossy codec, its error-feedback residual
+// (4n) instead of the per-step one.
 struct RoundEstimate {
   int every = 0;                         // H (0: per-step sync, the rest is 0)
   std::string codec;                     // --outer-compress
   double wire_bytes = 0;                 // sent per peer per round
   double exchange_s = 0;                 // the exchange's time per round
-  double hidden_s = 0;                   // of which hidden behind compute (0: no overlap yet)
+  double hidden_s = 0;                   // of which hidden behind the next round (overlap)
   double compute_s = 0;                  // H inner steps of the slowest equal share
   double round_s = 0;                    // compute_s + exchange_s - hidden_s
   double tokens_per_s = 0;               // H x tokens_per_step / round_s
   double compute_only_tokens_per_s = 0;  // tokens_per_step / one step's compute
-  double outer_state_bytes = 0;          // round-start copy + momentum
+  bool overlap = false;                  // --outer-overlap on
+  double outer_state_bytes = 0;          // round-start copy + momentum (+ anchor, exchange)
 };
 
 struct CodecEstimate {

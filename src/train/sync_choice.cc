@@ -145,11 +145,20 @@ absl::StatusOr<SyncComparison> CompareSync(const RunPlanInputs& in_given) {
       with.compress = "none";
       with.outer_every = h;
       with.outer_compress = codec;
+      // Overlap (train's default) when its two more copies of the parameters fit;
+      // otherwise the row says --outer-overlap off.
+      with.outer_overlap = true;
       absl::StatusOr<RunPlan> p = PlanRun(with);
       if (!p.ok()) break;
+      if (!p->fits) {
+        with.outer_overlap = false;
+        p = PlanRun(with);
+        if (!p.ok()) break;
+      }
       SyncOption o;
       o.kind = "round";
-      o.flags = absl::StrFormat("--outer-every %d --outer-compress %s", h, codec);
+      o.flags = absl::StrFormat("--outer-every %d --outer-compress %s%s", h, codec,
+                                with.outer_overlap ? "" : " --outer-overlap off");
       o.note = absl::StrFormat("%.2f GB per round", p->round.wire_bytes / 1e9);
       o.tokens_per_s = p->round.tokens_per_s;
       o.memory_bytes = p->total;

@@ -13,7 +13,9 @@
 //     smallest power of two `--accum` whose rate reaches 95% of compute only, at most
 //     4096 (only when the plain codec does not reach it);
 //   - round sync, each outer codec: the smallest H of 10, 30, 100, 300, 500, 1000
-//     whose rate reaches 95% of compute only, else the largest (top-k: H <= 100).
+//     whose rate reaches 95% of compute only, else the largest (top-k: H <= 100);
+//     with overlap (train's default) where its two more parameter copies fit in
+//     memory, else with `--outer-overlap off` in the row's flags.
 // What "learns well" means here (docs/round-sync.md says where each comes from):
 //   per step none and bf16: yes; top-k: densities >= 1% (measured +2.4% loss against
 //   dense after 3,000 steps with the warm-up); accumulation: a global batch of at most

@@ -147,15 +147,23 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
   if (t->round_) {
     // A peer that joins (or was behind) takes the round-start copy and the momentum
     // with the rest; a replica received mid-round is one peer's own, so it goes back to
-    // the round-start copy and sits the round out (RoundSync::AfterReplacedState).
+    // the round-start copy and sits the round out (RoundSync::AfterReplacedState; with
+    // overlap also at a round's end whose exchange is pending, without sitting out).
     state.buffers.push_back({"outer_start", t->round_->start()});
     state.buffers.push_back({"outer_momentum", t->round_->momentum()});
+    if (config.round.overlap) {
+      // With overlap also the pending round: its anchor and whether there is one (the
+      // receiver takes part in its redo with no tokens of its own).
+      state.buffers.push_back({"outer_anchor", t->round_->anchor()});
+      state.buffers.push_back({"outer_pending", t->round_->pending_flag()});
+    }
   }
   // An elastic ring serves and replaces this state at step boundaries.
   Trainer* self = t.get();
   state.before_overwrite = [self] {
     self->FinishBackgroundCheckpoint();
     if (self->round_) self->round_->ForgetRound();
+    self->exchange_live_ = false;  // it went with the ring of the old view
   };
   RETURN_IF_ERROR(t->reducer_->AttachState(state, t->loaded_epoch_));
   // A ring starts from the leader's state, whatever each peer loaded (ring_gradient_reducer.h).

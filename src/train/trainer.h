@@ -107,6 +107,24 @@ class Trainer {
   // outer Nesterov update and the param_hash check. An exchange that fails leaves the
   // inner step applied and is redone (among the survivors) without computing it again.
   absl::Status RoundStep(StepMetrics* metrics);
+  // ---- Overlap (--outer-overlap; sync/round_sync.h "Overlap") ----
+  // Whether this round's end must drain (the replicas agree after it): the run's last
+  // step, an evaluation or checkpoint due in the round, or a stop or checkpoint vote
+  // (`voted`, agreed through the previous round's exchange). The same on every peer.
+  bool RoundEndDrains(bool voted) const;
+  // After a round's end that launched: the tokens of the round (a small collective),
+  // its weighted contribution into RoundSync::exchange() and the exchange begun on the
+  // reducer's thread (BeginStep + OnGradReady(0); Finish at the next round's end).
+  absl::Status StartPendingExchange();
+  // At a round's end with a pending round: its exchange's sum in RoundSync::exchange()
+  // (waited for, or redone among this view's peers if it was lost or never began);
+  // false if no peer had tokens in it (dropped). *totals: the exchange's totals.
+  absl::StatusOr<bool> FinishPendingExchange(StepTotals* totals);
+  // The outer step of this round here and now (without overlap: every round's end), and
+  // before it the pending round's (`pending_sum`: its sum is in RoundSync::exchange());
+  // nothing is applied before both exchanges finished. `voted_checkpoint`: agreed in
+  // the pending exchange.
+  absl::StatusOr<sync::OuterStepFigures> DrainRound(bool pending_sum, bool voted_checkpoint);
   // Whether the loop may stop, evaluate or checkpoint here: every step with per-step
   // sync; with round sync only at a round's end, where replicas agree.
   bool AtSyncPoint() const;
@@ -194,6 +212,11 @@ class Trainer {
   std::unique_ptr<optim::AdamW> adam_;
   // --outer-every H > 0: the round-start copy, the outer momentum, this round's tokens.
   std::unique_ptr<sync::RoundSync> round_;
+  // Overlap: the pending round's exchange runs on the reducer of view `exchange_epoch_`
+  // (begun, not finished); the reducer's bytes_sent() when it began.
+  bool exchange_live_ = false;
+  uint64_t exchange_epoch_ = 0;
+  uint64_t exchange_bytes_base_ = 0;
   // --zero 1 (GradientReducer::ShardsOptimizer): the optimizer of this peer's pieces,
   // made at the first step (the pieces are known after BeginStep); adam_ is then null.
   std::unique_ptr<optim::ShardedAdamW> sharded_adam_;

@@ -19,7 +19,9 @@
 namespace rt::train {
 
 bool Trainer::AtSyncPoint() const {
-  return !round_ || sync::IsRoundEnd(step_, config_.steps, config_.round.every);
+  // With overlap, only a round end that drained (no exchange left pending).
+  return !round_ ||
+         (sync::IsRoundEnd(step_, config_.steps, config_.round.every) && !round_->has_pending());
 }
 
 bool Trainer::Due(int interval) const {
@@ -121,38 +123,49 @@ absl::Status Trainer::RoundStep(StepMetrics* metrics) {
   //    the weighted contributions in grads_ (free after AdamW), which the reducer sums
   //    exactly as it sums gradients (its codec is --outer-compress, its error feedback
   //    this peer's); then the outer Nesterov update, identical on every peer.
+  //    With --outer-overlap, first the previous round's exchange (in flight since that
+  //    round's end): its sum, then either this round's exchange starts beside the next
+  //    round (after the step completes) or, where the replicas must agree now, it runs
+  //    here too and both outer steps are applied (DrainRound).
   double outer_ms = -1;
   int64_t outer_bytes = -1;
   double pseudo_grad_norm = -1;
+  bool start_exchange = false;
   if (round_end) {
     round_->MarkInnerDone(step_);
     Stopwatch outer_watch;
-    const uint64_t bytes_before = reducer_->bytes_sent();
-    ASSIGN_OR_RETURN(const std::vector<int64_t> round_tokens,
-                     reducer_->AllgatherInt64(round_->round_tokens()));
-    HoldInExchangeForTests(step_);  // fault tests only (exchange_hold.h)
-    int64_t total_tokens = 0;
-    for (int64_t t : round_tokens) total_tokens += t;
-    const float weight = sync::RoundSync::Weight(round_->round_tokens(), total_tokens);
-    round_->Contribution(params_.span(), weight, grads_.span());
-    RETURN_IF_ERROR(reducer_->BeginStep(step_, grads_.span()));
-    reducer_->OnGradReady(0);
-    StepTotals totals;
-    totals.tokens = round_->round_tokens();
-    // --ckpt-minutes: the same vote as a per-step ring's, carried by the outer exchange,
-    // so every peer checkpoints after the same round whatever the clocks.
-    totals.checkpoint_vote = CheckpointTimeDue();
-    RETURN_IF_ERROR(reducer_->Finish(&totals));
-    checkpoint_agreed_ = totals.checkpoint_vote;
-    FinishBackgroundCheckpoint();
-    const sync::OuterStepFigures f = round_->Apply(grads_.span(), params_.span());
+    // The bytes of an exchange that ran beside the inner steps count here, where it ends.
+    const uint64_t bytes_before = exchange_live_ ? exchange_bytes_base_ : reducer_->bytes_sent();
+    bool pending_sum = false;
+    StepTotals pending_totals;
+    if (round_->has_pending()) {
+      ASSIGN_OR_RETURN(pending_sum, FinishPendingExchange(&pending_totals));
+    }
+    const bool voted = pending_totals.checkpoint_vote || reducer_->StopAfterThisStep();
+    if (!config_.round.overlap || RoundEndDrains(voted)) {
+      ASSIGN_OR_RETURN(const sync::OuterStepFigures f,
+                       DrainRound(pending_sum, pending_totals.checkpoint_vote));
+      pseudo_grad_norm = f.pseudo_grad_norm;
+    } else {
+      FinishBackgroundCheckpoint();  // the buffers change below
+      if (pending_sum) {
+        pseudo_grad_norm =
+            round_->ApplyDelayed(round_->exchange(), params_.span()).pseudo_grad_norm;
+      }
+      round_->Launch(params_.span());
+      start_exchange = true;
+    }
     outer_ms = outer_watch.ElapsedMs();
     outer_bytes = static_cast<int64_t>(reducer_->bytes_sent() - bytes_before);
-    pseudo_grad_norm = f.pseudo_grad_norm;
+    if (pseudo_grad_norm < 0) outer_ms = -1;  // no outer step applied yet (overlap's first round)
   }
 
   ++step_;
-  const uint64_t hash = ParamHash(params_.span());
+  // At a round's end the shared parameters (the round-start copy; with overlap the
+  // replicas hold their own progress of the round on top of it) are what the peers agree
+  // on and compare; between round ends, this peer's replica.
+  const uint64_t hash = ParamHash(round_end ? absl::Span<const float>(round_->start())
+                                            : absl::Span<const float>(params_.span()));
   m.step = step_;
   m.tokens = step_ * static_cast<int64_t>(sampler_->slots()) * T;
   tokens_seen_ = m.tokens;
@@ -167,11 +180,11 @@ absl::Status Trainer::RoundStep(StepMetrics* metrics) {
   m.epoch = reducer_->epoch();
   m.leader = reducer_->leader();
   m.param_hash = ParamHashHex(hash);
-  m.outer_step = OuterStepsAt(step_);
+  m.outer_step = OuterStepsAt(step_) - (round_->has_pending() ? 1 : 0);
   m.outer_ms = outer_ms;
   m.outer_bytes = outer_bytes;
   m.pseudo_grad_norm = pseudo_grad_norm;
-  if (round_end) {
+  if (round_end && pseudo_grad_norm >= 0) {
     const std::string line = absl::StrFormat(
         "outer step %d at step %d: pseudo-gradient norm %.4g, %.1f ms, %d bytes sent", m.outer_step,
         step_, pseudo_grad_norm, outer_ms, outer_bytes);
@@ -189,13 +202,107 @@ absl::Status Trainer::RoundStep(StepMetrics* metrics) {
   }
   // Replicas agree only at a round's end: the hashes are compared there (and the
   // reducer hears of every applied step, inner ones too, for its step count).
-  const absl::Status check = round_end ? reducer_->CheckParamHash(step_, hash) : absl::OkStatus();
+  absl::Status check = round_end ? reducer_->CheckParamHash(step_, hash) : absl::OkStatus();
   if (round_end) {
-    reducer_->StepCompleted(step_);
+    reducer_->StepCompleted(step_);  // also makes the finished exchange's residuals final
   } else {
     reducer_->InnerStepCompleted(step_);  // joiners wait for the outer step
   }
+  // Overlap: this round's exchange now starts beside the next round. If it cannot (the
+  // ring broke), the step stays applied and the exchange is redone at the next round's
+  // end among the peers of that view (FinishPendingExchange).
+  if (check.ok() && start_exchange) check = StartPendingExchange();
   return check;
+}
+
+bool Trainer::RoundEndDrains(bool voted) const {
+  const int64_t done = step_ + 1;  // the step count once this step completes
+  const int64_t round_start = step_ - step_ % config_.round.every;
+  return done == config_.steps || voted ||
+         sync::DueInRound(round_start, done, config_.eval_every) ||
+         (!config_.ckpt_dir.empty() && sync::DueInRound(round_start, done, config_.ckpt_every));
+}
+
+absl::Status Trainer::StartPendingExchange() {
+  ASSIGN_OR_RETURN(const std::vector<int64_t> tokens,
+                   reducer_->AllgatherInt64(round_->pending_tokens()));
+  // Fault tests only (exchange_hold.h): the round that ended at step_ - 1.
+  HoldInExchangeForTests(step_ - 1, /*beside_next_round=*/true);
+  int64_t total = 0;
+  for (int64_t t : tokens) total += t;
+  if (total == 0) return absl::OkStatus();  // redone (and then dropped) at the round's end
+  round_->Recontribute(sync::RoundSync::Weight(round_->pending_tokens(), total));
+  exchange_bytes_base_ = reducer_->bytes_sent();
+  RETURN_IF_ERROR(reducer_->BeginStep(step_ - 1, round_->exchange()));
+  reducer_->OnGradReady(0);  // the reducer's thread sends while the next round computes
+  exchange_live_ = true;
+  exchange_epoch_ = reducer_->epoch();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> Trainer::FinishPendingExchange(StepTotals* totals) {
+  totals->tokens = round_->pending_tokens();
+  // --ckpt-minutes: the vote rides on this exchange too (DrainRound passes it on).
+  totals->checkpoint_vote = CheckpointTimeDue();
+  if (exchange_live_ && exchange_epoch_ == reducer_->epoch()) {
+    exchange_live_ = false;
+    RETURN_IF_ERROR(reducer_->Finish(totals));  // a failure: redone when the step is
+    return true;
+  }
+  // Lost with the ring of an earlier view (or never started): redone among the peers of
+  // this one, weighted by their tokens in that round (a peer whose replica came from
+  // another peer has none: that peer contributes it).
+  exchange_live_ = false;
+  ASSIGN_OR_RETURN(const std::vector<int64_t> tokens,
+                   reducer_->AllgatherInt64(round_->pending_tokens()));
+  HoldInExchangeForTests(step_);  // fault tests only (exchange_hold.h)
+  int64_t total = 0;
+  for (int64_t t : tokens) total += t;
+  if (total == 0) {
+    LogInfo(
+        "step %d: no peer of this view trained in the previous round; its progress stays in "
+        "the replicas and goes with this round's exchange",
+        step_ + 1);
+    round_->DropPending();
+    return false;
+  }
+  LogInfo("step %d: the previous round's exchange is redone among %d peers", step_ + 1,
+          static_cast<int>(tokens.size()));
+  round_->Recontribute(sync::RoundSync::Weight(round_->pending_tokens(), total));
+  RETURN_IF_ERROR(reducer_->BeginStep(step_, round_->exchange()));
+  reducer_->OnGradReady(0);
+  RETURN_IF_ERROR(reducer_->Finish(totals));
+  return true;
+}
+
+absl::StatusOr<sync::OuterStepFigures> Trainer::DrainRound(bool pending_sum,
+                                                           bool voted_checkpoint) {
+  ASSIGN_OR_RETURN(const std::vector<int64_t> round_tokens,
+                   reducer_->AllgatherInt64(round_->round_tokens()));
+  HoldInExchangeForTests(step_);  // fault tests only (exchange_hold.h)
+  int64_t total_tokens = 0;
+  for (int64_t t : round_tokens) total_tokens += t;
+  const float weight = sync::RoundSync::Weight(round_->round_tokens(), total_tokens);
+  if (pending_sum) {
+    // Nothing is applied before both exchanges finished (a failure redoes the step
+    // from the same state on every peer); the first one's residuals are kept.
+    round_->DrainContribution(round_->exchange(), params_.span(), weight, grads_.span());
+    reducer_->CommitExchange();
+  } else {
+    round_->Contribution(params_.span(), weight, grads_.span());
+  }
+  RETURN_IF_ERROR(reducer_->BeginStep(step_, grads_.span()));
+  reducer_->OnGradReady(0);
+  StepTotals totals;
+  totals.tokens = round_->round_tokens();
+  // --ckpt-minutes: the same vote as a per-step ring's, carried by the outer exchange,
+  // so every peer checkpoints after the same round whatever the clocks.
+  totals.checkpoint_vote = CheckpointTimeDue() || voted_checkpoint;
+  RETURN_IF_ERROR(reducer_->Finish(&totals));
+  checkpoint_agreed_ = totals.checkpoint_vote;
+  FinishBackgroundCheckpoint();
+  if (pending_sum) (void)round_->ApplyDelayed(round_->exchange(), params_.span());
+  return round_->Apply(grads_.span(), params_.span());
 }
 
 }  // namespace rt::train

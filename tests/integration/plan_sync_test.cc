@@ -66,6 +66,9 @@ TEST_CASE("plan: per-step against round sync -- round sync for 1B at 100 Mbit/s"
   CHECK(JsonField(row, "fits") == "true");
   CHECK(JsonField(row, "learns_well") == "true");
   CHECK(Contains(r.out, "suggested: " + suggested));
+  // Overlap's two more parameter copies do not fit a 32 GB peer at 1B: the suggested
+  // row says to turn it off.
+  CHECK_MESSAGE(Contains(suggested, "--outer-overlap off"), suggested);
 }
 
 TEST_CASE("plan: per-step against round sync -- per-step for a small model on a fast link") {

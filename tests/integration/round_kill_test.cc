@@ -7,12 +7,16 @@
 //     RINGTRAIN_TEST_HOLD_EXCHANGE of train/exchange_hold.h, every other peer waiting
 //     for its contribution, and is killed there): the survivors redo the exchange
 //     among themselves without recomputing their inner steps (compute_ms 0).
+// Both run with --outer-overlap on (the default): the exchange the victim holds in runs
+// beside the next round, so the others wait for its sum at that round's end, and that
+// is the outer step they redo; the restarted peer joins with the pending round (its
+// exchange redone with it, weight 0).
 // A restarted peer starts from the shared parameters of a round's start (it received
 // the state at an outer step, or sits the round out: its log says so), and at every
 // outer step all peers that report it hold one param_hash. The run ends with a ring
-// SIGTERM at a round's end, every peer at one step and hash, and a final loss within 1%
-// of an uninterrupted run to the same step (the mean train loss of the last round over
-// every peer: H global batches on the same windows in both runs).
+// SIGTERM at a round's end, every peer at one step and hash, and a final loss within
+// kLossTolerance of an uninterrupted run to the same step (the mean train loss of the last rounds
+// over every peer: 3H global batches on the same windows in both runs).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -32,21 +36,33 @@ using namespace rt::integration::fault;  // NOLINT: test-local harness
 using rt::integration::TempDir;
 using rt::integration::TestBasePort;
 
-constexpr int kGlobalBatch = 24;  // 12 micro-batches of --batch 2, shared by 2 or 3 peers
-constexpr int kEvery = 8;         // H: inner steps per round
+constexpr int kGlobalBatch = 24;   // 12 micro-batches of --batch 2, shared by 2 or 3 peers
+constexpr int kEvery = 8;          // H: inner steps per round
+constexpr int kCompareFrom = 600;  // the earliest step at which the final loss is compared
+// Rounds whose mean train loss is compared: with overlap one round's mean differs by
+// up to 1.4% between two trajectories (12 runs: 0.05-1.4%; without overlap 0.04-1%).
+constexpr int kLossRounds = 3;
+// How far the faulty run's loss may be from the uninterrupted one's. Two trajectories
+// of this tiny model differ by that much whichever is faulty: over ~120 runs of both
+// tests the gap was 0.0007-1.5%, mean ~0.4%, with the faulty run as often below as
+// above (e.g. 2.745 against 2.778 at step 608). 1% failed ~4% of runs on noise alone,
+// so 2% is what this comparison can tell from noise; that the replicas agree (one hash
+// at every outer step) and the trainer tests' exact resumes are the finer evidence.
+constexpr double kLossTolerance = 0.02;
 
 std::vector<std::string> RoundArgs(const std::string& data, int64_t steps,
                                    const std::string& codec) {
   std::vector<std::string> a = TinyTrainArgs(data, static_cast<int>(steps), kGlobalBatch);
   a.push_back("--outer-every=" + std::to_string(kEvery));
   a.push_back("--outer-compress=" + codec);
-  a.push_back("--bucket-mb=0.02");  // a few buckets per exchange
-  a.push_back("--probe-every=-1");  // the ring order stays the hosts file's
+  a.push_back("--outer-overlap=on");  // explicit: the exchange checks depend on it
+  a.push_back("--bucket-mb=0.02");    // a few buckets per exchange
+  a.push_back("--probe-every=-1");    // the ring order stays the hosts file's
   return a;
 }
 
 // The fault tests' pattern with a third of the tokens drawn at random: its loss floor
-// (~1.9 nats) is like text's, far above 0, so "within 1%" compares how much was
+// (~1.9 nats) is like text's, far above 0, so a relative gap compares how much was
 // learned; on the pure pattern the loss tends to 0 and any relative gap grows without
 // bound.
 void WriteNoisyData(const std::string& dir) {
@@ -69,17 +85,17 @@ void WriteNoisyData(const std::string& dir) {
 
 bool OuterStep(int64_t step) { return step > 0 && step % kEvery == 0; }
 
-// The mean train loss of the last round (steps last-H+1..last) over every peer's lines
-// of its newest epoch: H global batches on the same windows in every run (one step's
-// 384 tokens alone differ by ~1% between two trajectories). A peer sitting a round out
-// reports no loss (null), and is left out.
+// The mean train loss of the last kLossRounds rounds (steps last-3H+1..last) over every
+// peer's lines of its newest epoch: 3H global batches on the same windows in every run
+// (one step's 384 tokens alone differ by ~1% between two trajectories). A peer sitting a
+// round out reports no loss (null), and is left out.
 double LastRoundLoss(const FaultCluster& c, int64_t last) {
   double sum = 0;
   int n = 0;
   for (int i = 0; i < c.size(); ++i) {
     std::map<int64_t, double> by_step;  // the newest line of each step
     for (const Metric& m : c.Metrics(i)) {
-      if (m.step > last - kEvery && m.step <= last) by_step[m.step] = m.loss;
+      if (m.step > last - kLossRounds * kEvery && m.step <= last) by_step[m.step] = m.loss;
     }
     for (const auto& [step, loss] : by_step) {
       if (!std::isfinite(loss)) continue;
@@ -160,9 +176,23 @@ double WaitRejoinedAtOuterStep(FaultCluster& c, int who, size_t before, double t
 
 // The end: SIGTERM to every peer; all exit 0 at one step (a round's end) with one hash;
 // at every outer step all peers that report it agree; then an uninterrupted run to the
-// same step, whose mean last-step loss the faulty run's must match within 1%.
+// same step, whose mean last-rounds loss the faulty run's must match within kLossTolerance.
 void StopAndCompare(FaultCluster& c, const std::string& ref_dir, const std::string& data,
                     const std::string& codec, int port) {
+  // Compared where the curve has flattened: a fast machine reaches the stop with
+  // ~900 steps, a loaded one with under 200, where the loss still falls ~1% per few
+  // rounds and the rounds a fault cost (a victim's lost inner steps, a rejoiner
+  // sitting out) alone gave gaps of 1.1-1.5% (4 runs in ~90).
+  REQUIRE_MESSAGE(c.WaitUntil(
+                      [&] {
+                        for (int i = 0; i < c.size(); ++i) {
+                          if (c.LastStep(i) < kCompareFrom) return false;
+                        }
+                        return true;
+                      },
+                      60),
+                  "the ring did not reach step " << kCompareFrom << "\n"
+                                                 << c.Dump());
   for (int i = 0; i < c.size(); ++i) c.Signal(i, SIGTERM);
   for (int i = 0; i < c.size(); ++i) {
     std::optional<int> code = c.WaitExit(i, 60);
@@ -199,10 +229,10 @@ void StopAndCompare(FaultCluster& c, const std::string& ref_dir, const std::stri
   const double loss = LastRoundLoss(c, steps);
   const double rel = std::fabs(loss - ref_loss) / ref_loss;
   std::printf(
-      "fault figure: round sync (%s) mean loss of the last round (to step %lld): faulty run "
+      "fault figure: round sync (%s) mean loss of the last 3 rounds (to step %lld): faulty run "
       "%.6f, uninterrupted %.6f (relative %.2g)\n",
       codec.c_str(), static_cast<long long>(steps), loss, ref_loss, rel);
-  CHECK(rel <= 0.01);
+  CHECK(rel <= kLossTolerance);
 }
 
 // A restarted peer's start, rejoin and the checks of WaitRejoinedAtOuterStep.
@@ -250,24 +280,28 @@ TEST_CASE("round sync: kill -9 of a peer, then of the leader, during inner steps
         "fault figure: round sync kill -9 of peer %d in inner steps -> training again = "
         "%.3f s\n",
         victim, f.to_training_s);
-    // The round the victim died in ends with an outer step of the 2 survivors. Which
-    // round that is comes from the victim's metrics read after the kill: on a loaded
-    // machine it can run several steps (even past an outer step) between the line the
-    // wait above read and the signal. Its last line may be one step behind (killed
-    // between a step and its line): if that leaves it one step before an outer step, the
-    // outer step of 2 may be the next one.
+    // The round the victim died in has an outer step of the 2 survivors: with overlap
+    // it is applied at the next round's end (its exchange launched, or redone, among
+    // the 2). The survivors may be most of a round ahead of the victim's last line (an
+    // exchange runs beside the next round), so the end of the victim's own round can
+    // still apply the previous round's exchange, done with the victim. Which round the
+    // victim died in comes from its metrics read after the kill: on a loaded machine it
+    // can run several steps (even past an outer step) between the line the wait above
+    // read and the signal. Its last line may be one step behind (killed between a step
+    // and its line): if that leaves it one step before an outer step, the outer step
+    // of 2 may be the next one.
     const int64_t died_after = std::max(at, c.LastStep(victim));
-    const int64_t round_end = (died_after / kEvery + 1) * kEvery;
-    const int64_t latest = died_after % kEvery == kEvery - 1 ? round_end + kEvery : round_end;
+    const int64_t applied_at = (died_after / kEvery + 2) * kEvery;
+    const int64_t latest = died_after % kEvery == kEvery - 1 ? applied_at + kEvery : applied_at;
     REQUIRE_MESSAGE(c.WaitUntil([&] { return c.LastStep(survivor) >= latest; }, 30), c.Dump());
     bool without_victim = false;
     for (const Metric& m : c.Metrics(survivor)) {
-      if (m.step % kEvery == 0 && m.step >= round_end && m.step <= latest && m.peers == 2) {
+      if (m.step % kEvery == 0 && m.step >= applied_at && m.step <= latest && m.peers == 2) {
         without_victim = true;
       }
     }
     CHECK_MESSAGE(without_victim, "no outer step of 2 peers at step "
-                                      << round_end << (latest != round_end ? " or the next" : "")
+                                      << applied_at << (latest != applied_at ? " or the next" : "")
                                       << " (the victim's last step: " << died_after << ")\n"
                                       << c.Dump());
     Pause(c, 0.5);
@@ -299,10 +333,28 @@ TEST_CASE("round sync: kill -9 of a peer, then of the leader, inside the outer e
     rt::testing::WriteFile(hold_path(victim), "hold\n");
     const std::string held = hold_path(victim) + ".held";
     REQUIRE_MESSAGE(c.WaitUntil([&] { return std::filesystem::exists(held); }, 30), c.Dump());
-    const int64_t held_step = std::stoll(rt::testing::ReadFile(held)) + 1;  // 1-based
+    const std::string held_text = rt::testing::ReadFile(held);
+    const int64_t held_step = std::stoll(held_text) + 1;  // 1-based
     REQUIRE(OuterStep(held_step));
-    Pause(c, 0.3);  // the others are inside the exchange, waiting
-    for (int i = 0; i < 3; ++i) CHECK(c.LastStep(i) == held_step - 1);
+    // With overlap (the default) the victim held while launching its round's exchange:
+    // the others go on with the next round and wait for the sum at its end. Otherwise
+    // (a drained round, or a redo) they wait at this round's end.
+    const bool beside = held_text.find("beside") != std::string::npos;
+    const int64_t waiting_at = beside ? held_step + kEvery - 1 : held_step - 1;
+    const int64_t outer_step = waiting_at + 1;  // the outer step the survivors redo
+    MESSAGE("peer " << victim << " holds in the exchange of step " << held_step
+                    << std::string(beside ? ", beside the next round" : ""));
+    REQUIRE_MESSAGE(c.WaitUntil(
+                        [&] {
+                          for (int i = 0; i < 3; ++i) {
+                            if (i != victim && c.LastStep(i) != waiting_at) return false;
+                          }
+                          return true;
+                        },
+                        30),
+                    c.Dump());
+    Pause(c, 0.3);  // the others are inside the exchange, waiting for the victim's part
+    for (int i = 0; i < 3; ++i) CHECK(c.LastStep(i) == (i == victim ? held_step - 1 : waiting_at));
     const uint64_t epoch = c.LastEpoch(survivor);
     const double t_kill = c.Kill9(victim);
     std::filesystem::remove(hold_path(victim));  // its restart must not hold
@@ -317,9 +369,9 @@ TEST_CASE("round sync: kill -9 of a peer, then of the leader, inside the outer e
     // they had already applied (no compute in that step).
     const Metric* redone = nullptr;
     for (const Metric& m : c.Metrics(survivor)) {
-      if (m.step == held_step && m.epoch > epoch) redone = &m;
+      if (m.step == outer_step && m.epoch > epoch) redone = &m;
     }
-    REQUIRE_MESSAGE(redone != nullptr, "no outer step " << held_step << " after the kill\n"
+    REQUIRE_MESSAGE(redone != nullptr, "no outer step " << outer_step << " after the kill\n"
                                                         << c.Dump());
     CHECK(redone->peers == 2);
     CHECK(rt::integration::JsonNumber(redone->line, "compute_ms") == 0);

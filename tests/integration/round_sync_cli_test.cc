@@ -1,7 +1,8 @@
 // `train --outer-every H` (round sync) as users run it: 3 loopback peers with int8 outer
 // exchanges hold one param_hash at every outer step and send nothing between them; the
-// leader's checkpoint (with the outer momentum) resumes on 2 peers; a ring SIGTERM
-// stops every peer at a round's end with a checkpoint of that step; train and plan
+// leader's checkpoint (with the outer momentum) resumes on 2 peers; with overlap a ring
+// SIGTERM stops every peer at a round's end (the vote travels with the exchange in
+// flight, the round then drains) with a checkpoint of that step; train and plan
 // refuse the combinations that cannot work, naming the flags.
 #include <doctest/doctest.h>
 
@@ -73,8 +74,9 @@ TEST_CASE("round sync: 3 peers with int8 agree at every outer step, resume on 2 
   WriteData(tmp / "data");
   const int base = rt::integration::TestBasePort();
   const std::vector<std::string> round = {
-      "--outer-every=4", "--outer-compress=int8", "--bucket-mb=0.02", "--ckpt-dir",
-      tmp / "ckpt",      "--ckpt-shared",         "--metrics",        tmp / "m.jsonl"};
+      "--outer-every=4",    "--outer-compress=int8", "--bucket-mb=0.02", "--ckpt-dir",
+      tmp / "ckpt",         "--ckpt-shared",         "--metrics",        tmp / "m.jsonl",
+      "--outer-overlap=off"};
   RunResult three = LocalRing(tmp, 3, base, Concat(Concat(TrainFlags(tmp), round), {"--steps=12"}));
   INFO("3 peers stderr:\n", three.err);
   REQUIRE(three.exit_code == 0);
@@ -118,15 +120,18 @@ TEST_CASE("round sync: 3 peers with int8 agree at every outer step, resume on 2 
   CHECK(JsonField(more[1][3], "param_hash") == JsonField(more[0][3], "param_hash"));
 }
 
-TEST_CASE("round sync: one SIGTERM stops every peer at a round's end with its checkpoint") {
+TEST_CASE(
+    "round sync with overlap: one SIGTERM stops every peer at a round's end, drained, with its "
+    "checkpoint") {
   TempDir tmp;
   WriteData(tmp / "data");
   const int base = rt::integration::TestBasePort() + 10;
   rt::integration::ProcessGroup group(tmp.path());
   std::vector<std::string> argv = LocalRingArgv(3, base, 110);
   for (const std::string& a :
-       Concat(TrainFlags(tmp), {"--outer-every=5", "--steps=100000", "--ckpt-dir", tmp / "ckpt",
-                                "--ckpt-shared", "--metrics", tmp / "m.jsonl", "--wait=30"})) {
+       Concat(TrainFlags(tmp),
+              {"--outer-every=5", "--outer-overlap=on", "--steps=100000", "--ckpt-dir",
+               tmp / "ckpt", "--ckpt-shared", "--metrics", tmp / "m.jsonl", "--wait=30"})) {
     argv.push_back(a);
   }
   group.Start(argv, {std::string("RINGTRAIN=") + RINGTRAIN_BINARY, "OMP_NUM_THREADS=1"});
@@ -165,6 +170,7 @@ TEST_CASE("round sync: train and plan refuse what cannot work, naming the flags"
       {{"--outer-every=5", "--outer-compress=int3"}, "--outer-compress"},
       {{"--outer-compress=int8"}, "--outer-every H > 0"},
       {{"--outer-every=5", "--outer-momentum=1"}, "--outer-momentum"},
+      {{"--outer-every=5", "--outer-overlap=yes"}, "--outer-overlap"},
   };
   for (const auto& [flags, want] : cases) {
     INFO(flags[0], " ", flags.size() > 1 ? flags[1] : "");

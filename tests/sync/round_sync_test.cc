@@ -1,9 +1,14 @@
 // RoundSync's outer step and schedule (sync/round_sync.h): the Nesterov formula against
 // a double-precision reference, outer lr 1 without momentum as exact parameter
 // averaging (also for values that cross zero), the lossy path's pseudo-gradients, and
-// the round boundaries.
+// the round boundaries; with overlap, the one-round-delayed outer step of two peers
+// against a double-precision reference of the scheme, a drained round end computing the
+// same bits as applying then contributing, one peer with outer lr 1 keeping its bits,
+// and a replaced state (a joiner, or a peer that was behind) going back to the shared
+// copy with the pending round kept.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -15,8 +20,9 @@ namespace {
 using rt::sync::RoundSync;
 using rt::sync::RoundSyncOptions;
 
-RoundSyncOptions Options(float lr, float mu, const char* codec) {
+RoundSyncOptions Options(float lr, float mu, const char* codec, bool overlap = false) {
   RoundSyncOptions o;
+  o.overlap = overlap;
   o.every = 5;
   o.outer_lr = lr;
   o.outer_momentum = mu;
@@ -84,6 +90,168 @@ TEST_CASE("the outer Nesterov step matches a double reference over three rounds"
       CHECK(norm == doctest::Approx(std::sqrt(ref_norm)).epsilon(1e-4));
     }
   }
+}
+
+TEST_CASE("overlap: two peers' delayed outer steps match a double reference of the scheme") {
+  std::mt19937 gen(5);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  const size_t n = 129;
+  for (const char* codec : {"none", "int8"}) {
+    INFO(codec);
+    // Each peer has its own RoundSync; the "ring" sums their contributions in order.
+    RoundSync r0(Options(0.7f, 0.9f, codec, true), n), r1(Options(0.7f, 0.9f, codec, true), n);
+    std::vector<float> g0(n);
+    for (float& v : g0) v = d(gen);
+    std::vector<float> x0 = g0, x1 = g0;
+    r0.BeginRound(g0);
+    r1.BeginRound(g0);
+    std::vector<double> G(g0.begin(), g0.end()), buf(n, 0.0), X0(G), X1(G), A0(n), A1(n);
+    const float w0 = 0.25f, w1 = 0.75f;
+    for (int round = 0; round < 4; ++round) {
+      for (size_t i = 0; i < n; ++i) {  // the inner steps: each peer's own progress
+        const float s0 = 0.01f * d(gen), s1 = 0.01f * d(gen);
+        x0[i] += s0;
+        x1[i] += s1;
+        X0[i] += s0;
+        X1[i] += s1;
+      }
+      if (r0.has_pending()) {
+        std::vector<float> sum(n);
+        for (size_t i = 0; i < n; ++i) sum[i] = r0.exchange()[i] + r1.exchange()[i];
+        r0.ApplyDelayed(sum, absl::MakeSpan(x0));
+        r1.ApplyDelayed(sum, absl::MakeSpan(x1));
+        CHECK(!r0.has_pending());
+        for (size_t i = 0; i < n; ++i) {
+          const double delta = G[i] - (w0 * A0[i] + w1 * A1[i]);
+          buf[i] = 0.9 * buf[i] + delta;
+          const double g = G[i] - 0.7 * (delta + 0.9 * buf[i]);
+          X0[i] += g - A0[i];
+          X1[i] += g - A1[i];
+          G[i] = g;
+          // The shared state is the same bits on both peers; each replica carries its own
+          // round on top of it.
+          CHECK(r0.start()[i] == r1.start()[i]);
+          CHECK(r0.momentum()[i] == r1.momentum()[i]);
+          CHECK(r0.start()[i] == doctest::Approx(g).epsilon(1e-4).scale(1e-3));
+          CHECK(x0[i] == doctest::Approx(X0[i]).epsilon(1e-4).scale(1e-3));
+          CHECK(x1[i] == doctest::Approx(X1[i]).epsilon(1e-4).scale(1e-3));
+          // Continue from the fp32 state (errors do not compound).
+          G[i] = r0.start()[i];
+          buf[i] = r0.momentum()[i];
+          X0[i] = x0[i];
+          X1[i] = x1[i];
+        }
+      }
+      r0.AddTokens(25);
+      r1.AddTokens(75);
+      r0.Launch(x0);
+      r1.Launch(x1);
+      CHECK(r0.pending_tokens() == 25);
+      CHECK(r0.round_tokens() == 0);
+      r0.Recontribute(w0);
+      r1.Recontribute(w1);
+      A0.assign(x0.begin(), x0.end());
+      A1.assign(x1.begin(), x1.end());
+    }
+    CHECK(x0 != x1);  // the replicas differ by design
+  }
+}
+
+TEST_CASE("overlap: a drained round end computes the bits of applying, then contributing") {
+  std::mt19937 gen(9);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  const size_t n = 100;
+  for (const char* codec : {"none", "bf16"}) {
+    INFO(codec);
+    RoundSync a(Options(0.7f, 0.9f, codec, true), n), b(Options(0.7f, 0.9f, codec, true), n);
+    std::vector<float> x(n), sum(n);
+    for (float& v : x) v = d(gen);
+    a.BeginRound(x);
+    b.BeginRound(x);
+    for (float& v : x) v += 0.01f * d(gen);
+    a.Launch(x);
+    b.Launch(x);
+    for (size_t i = 0; i < n; ++i) {
+      x[i] += 0.01f * d(gen);
+      sum[i] = codec[0] == 'n' ? x[i] - 0.02f : 0.02f;  // some other peers' sum
+    }
+    std::vector<float> drained(n), applied(n), xa = x;
+    a.DrainContribution(sum, x, 0.5f, absl::MakeSpan(drained));
+    b.ApplyDelayed(sum, absl::MakeSpan(xa));
+    b.Contribution(xa, 0.5f, absl::MakeSpan(applied));
+    CHECK(drained == applied);
+    CHECK(!b.has_pending());
+    CHECK(a.has_pending());  // DrainContribution changes nothing
+  }
+}
+
+TEST_CASE("overlap, one peer, outer lr 1, momentum 0, codec none: the replica keeps its bits") {
+  std::mt19937 gen(11);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  const size_t n = 64;
+  RoundSync r(Options(1.0f, 0.0f, "none", true), n);
+  std::vector<float> x(n);
+  for (float& v : x) v = d(gen);
+  r.BeginRound(x);
+  for (float& v : x) v *= -3.0f;  // far from the start: crosses zero
+  r.Launch(x);
+  r.Recontribute(1.0f);
+  const std::vector<float> launched = x;
+  for (float& v : x) v += 0.5f * d(gen);  // the next round's progress
+  const std::vector<float> before = x;
+  std::vector<float> sum(r.exchange().begin(), r.exchange().end());  // the ring of one
+  r.ApplyDelayed(sum, absl::MakeSpan(x));
+  CHECK(x == before);
+  CHECK(std::vector<float>(r.start().begin(), r.start().end()) == launched);
+}
+
+TEST_CASE("overlap: a replaced state goes back to the shared copy and keeps the pending round") {
+  const size_t n = 8;
+  std::vector<float> g(n), mine(n), theirs(n);
+  for (size_t i = 0; i < n; ++i) {
+    g[i] = 0.25f * static_cast<float>(i) - 1.0f;  // G, the shared copy
+    mine[i] = g[i] + 0.5f;                        // this peer's round of progress
+    theirs[i] = g[i] - 0.75f;                     // the serving peer's replica
+  }
+  for (const bool at_round_start : {true, false}) {
+    INFO("at a round's start: " << at_round_start);
+    RoundSync r(Options(0.7f, 0.9f, "int8", true), n);
+    r.BeginRound(g);
+    r.AddTokens(40);
+    r.Launch(mine);  // a round's end: its exchange pending, 40 tokens of this peer in it
+    REQUIRE(r.has_pending());
+    REQUIRE(r.pending_tokens() == 40);
+    r.AddTokens(8);
+    // What the ring's state transfer does: start, anchor and the pending flag are
+    // overwritten with the serving peer's (here: the same G, its own anchor, pending).
+    r.ForgetRound();
+    std::copy(theirs.begin(), theirs.end(), r.anchor().begin());
+    std::vector<float> params = theirs;
+    r.AfterReplacedState(at_round_start, absl::MakeSpan(params));
+    CHECK(params == g);  // not the serving peer's replica: its round is that peer's
+    CHECK(std::vector<float>(r.anchor().begin(), r.anchor().end()) == g);
+    CHECK(std::vector<float>(r.start().begin(), r.start().end()) == g);
+    CHECK(r.has_pending());  // the redo needs every peer of the ring, with weight 0
+    CHECK(r.pending_tokens() == 0);
+    CHECK(r.round_tokens() == 0);
+    CHECK(r.sitting_out() == !at_round_start);
+    // The redo's outer step: the replica lands on the new shared copy.
+    std::vector<float> sum(n, 0.125f);
+    r.ApplyDelayed(sum, absl::MakeSpan(params));
+    CHECK(!r.has_pending());
+    for (size_t i = 0; i < n; ++i) CHECK(params[i] == doctest::Approx(r.start()[i]).epsilon(1e-6));
+    r.Launch(params);
+    CHECK(!r.sitting_out());  // the next round is trained again
+  }
+  // Without a pending round (a drained round's end) the received parameters are G.
+  RoundSync r(Options(0.7f, 0.9f, "int8", true), n);
+  r.BeginRound(g);
+  r.ForgetRound();
+  std::vector<float> params = theirs;
+  r.AfterReplacedState(true, absl::MakeSpan(params));
+  CHECK(params == theirs);
+  CHECK(std::vector<float>(r.start().begin(), r.start().end()) == theirs);
+  CHECK(!r.sitting_out());
 }
 
 TEST_CASE("weights: token shares, exactly 1 alone, 0 without tokens") {

@@ -418,6 +418,31 @@ TEST_CASE("round sync: bytes per round by codec, tokens/s against compute only, 
   CHECK(int8->round.wire_bytes == doctest::Approx(2.0 * 7 / 8 * 1.0625 * n));
   CHECK(int8->residual == doctest::Approx(4 * n));
   CHECK(int8->round.round_s == doctest::Approx(int8->round.compute_s + int8->round.exchange_s));
+  CHECK(int8->round.hidden_s == 0);
+  // Overlap: the exchange (~150 s at int8) hides behind the next round's compute (H = 500
+  // inner steps of ~17 s), and the anchor and exchange buffer add 8 bytes per parameter,
+  // which puts the 1B model past a 32 GB peer.
+  in.outer_overlap = true;
+  auto over = rt::train::PlanRun(in);
+  REQUIRE(over.ok());
+  CHECK(over->round.overlap);
+  CHECK(over->round.exchange_s < over->round.compute_s);
+  CHECK(over->round.hidden_s == doctest::Approx(over->round.exchange_s));
+  CHECK(over->round.round_s == doctest::Approx(over->round.compute_s));
+  CHECK(over->round.tokens_per_s == doctest::Approx(over->round.compute_only_tokens_per_s));
+  CHECK(over->round.outer_state_bytes == doctest::Approx(16 * n));
+  CHECK(over->total == doctest::Approx(int8->total + 8 * n));
+  CHECK_FALSE(over->fits);
+  // An exchange longer than a round hides only a round's compute: the round takes the
+  // exchange's time.
+  in.outer_every = 5;  // ~89 s of compute against ~160 s of int8 exchange
+  auto longer = rt::train::PlanRun(in);
+  REQUIRE(longer.ok());
+  REQUIRE(longer->round.exchange_s > longer->round.compute_s);
+  CHECK(longer->round.hidden_s == doctest::Approx(longer->round.compute_s));
+  CHECK(longer->round.round_s == doctest::Approx(longer->round.exchange_s));
+  in.outer_overlap = false;
+  in.outer_every = 500;
   in.zero = 1;
   CHECK(!rt::train::PlanRun(in).ok());
   in.zero = 0;
