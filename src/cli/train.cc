@@ -222,6 +222,9 @@ absl::StatusOr<std::unique_ptr<train::ElasticReducer>> JoinTrainCluster(
     LogInfo("--data %s is missing or incomplete: fetching it from the peers first", c->data_dir);
     ASSIGN_OR_RETURN(fetch::FetchPhaseOptions fetch_options,
                      FetchPhaseOptionsFrom(setup, c->data_dir));
+    // SIGTERM/SIGINT during the fetch stop it at once (Cancelled): the run has not begun,
+    // and what arrived stays checked on disk for the next run.
+    fetch_options.stop = [] { return train::StopRequested(); };
     fetch::FetchReport report;
     const absl::Status fetched = fetch::RunFetchPhase(fetch_options, &report);
     LogFetchReport(report);
@@ -525,6 +528,14 @@ int RunTrain(const std::vector<std::string>& positional) {
   }
   http.reset();
   if (board) board->Stop();
+  if (absl::IsCancelled(status) && train::StopRequested()) {
+    // Stopped by SIGTERM/SIGINT before training began (e.g. while fetching --data):
+    // the stop the user asked for, so exit 0 as a stop during training does.
+    std::fprintf(stderr, "ringtrain train: stopped by %s before training began: %s\n",
+                 train::StopSignal() == SIGINT ? "SIGINT" : "SIGTERM",
+                 std::string(status.message()).c_str());
+    return 0;
+  }
   if (!status.ok()) {
     std::fprintf(stderr, "ringtrain train: %s\n", std::string(status.message()).c_str());
     return 1;
@@ -572,7 +583,9 @@ const Subcommand& TrainSubcommand() {
       "trains on its share of the global batch; a peer that dies is dropped and the others\n"
       "carry on; a restarted peer rejoins and receives the state; the leader (lowest live\n"
       "rank) writes checkpoints (its successor a copy unless --ckpt-shared). SIGTERM/SIGINT\n"
-      "stop every peer (or the one peer alone) at a step boundary after a checkpoint; SIGHUP\n"
+      "stop every peer (or the one peer alone) at a step boundary after a checkpoint, exit 0;\n"
+      "before training begins (waiting for peers, fetching --data) they stop at once, exit 0,\n"
+      "writing nothing (a cut fetch resumes where it stopped). SIGHUP\n"
       "re-reads the hosts file. --balance on (the default) gives faster peers more of each\n"
       "step's sequences (metrics: slots, wait_ms). --zero 1 shards the AdamW moments over\n"
       "the ring (each peer keeps its pieces and a replica of its predecessor's).\n"
