@@ -10,15 +10,14 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "ckpt/peer_marker.h"
 #include "cli/common_flags.h"
 #include "cli/fetch_setup.h"
 #include "cli/subcommand.h"
+#include "cli/test_hooks.h"
 #include "cluster/membership_service.h"
 #include "core/crc32c.h"
 #include "core/log.h"
@@ -112,23 +111,11 @@ absl::Status CheckBf16Speed() {
   return absl::OkStatus();
 }
 
-// The test fault of train::AllgatherStop from $RINGTRAIN_TEST_STOP_IN_ALLGATHER:
-// "N:before" or "N:after-own" (N >= 1: this process's Nth parameter allgather); unset
-// or empty: none. Only fault tests set it.
+// The test fault of train::AllgatherStop from $RINGTRAIN_TEST_STOP_IN_ALLGATHER (unset
+// or empty: none; main checked its syntax at start-up). Only fault tests set it.
 absl::StatusOr<train::AllgatherStop> AllgatherStopFromEnv() {
-  train::AllgatherStop stop;
   const char* env = std::getenv("RINGTRAIN_TEST_STOP_IN_ALLGATHER");
-  if (env == nullptr || *env == '\0') return stop;
-  const std::vector<std::string> parts = absl::StrSplit(env, ':');
-  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &stop.at) || stop.at < 1 ||
-      (parts[1] != "before" && parts[1] != "after-own")) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "RINGTRAIN_TEST_STOP_IN_ALLGATHER (a test fault): expected N:before or N:after-own "
-        "with N >= 1, got '%s'",
-        env));
-  }
-  stop.after_own_segment = parts[1] == "after-own";
-  return stop;
+  return ParseAllgatherStopHook(env == nullptr ? "" : env);
 }
 
 // m.jsonl -> m.rank1.jsonl (other names: FILE -> FILE.rank1): every peer of a local
