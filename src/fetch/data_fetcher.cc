@@ -303,9 +303,11 @@ absl::Status Fetcher::Run() {
                                      problems_.count(r) ? problems_[r] : "not tried"));
       }
       result = absl::DeadlineExceededError(absl::StrFormat(
-          "could not fetch the data directory %s from the peers within %d s (--wait); %d files "
-          "missing. Each peer's last problem: %s",
-          data_.dir(), absl::ToInt64Seconds(o_.wait), data_.missing_files().size(),
+          "could not fetch the data directory %s from the peers within %d s (--wait); %s. "
+          "Each peer's last problem: %s",
+          data_.dir(), absl::ToInt64Seconds(o_.wait),
+          data_.has_manifest() ? absl::StrFormat("%d files missing", data_.missing_files().size())
+                               : std::string("no peer sent its manifest"),
           absl::StrJoin(lines, "; ")));
       break;
     }
