@@ -17,6 +17,7 @@
 #include "absl/strings/str_replace.h"
 #include "cli/command_line.h"
 #include "cli/subcommand.h"
+#include "cli/test_hooks.h"
 #include "cli/version.h"
 #include "core/cpu_features.h"
 
@@ -147,6 +148,12 @@ int main(int argc, char** argv) {
       return 2;
     }
     return rt::cli::PrintVersion();
+  }
+
+  // The test-only fault hooks' variables, before anything runs (cli/test_hooks.h).
+  if (absl::Status hooks = rt::cli::CheckTestHooksInEnvironment(); !hooks.ok()) {
+    std::fprintf(stderr, "ringtrain: %s\n", std::string(hooks.message()).c_str());
+    return 2;
   }
 
   // Flags (flag files included) are checked and set by cli/command_line.h.

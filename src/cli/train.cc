@@ -10,15 +10,14 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "ckpt/peer_marker.h"
 #include "cli/common_flags.h"
 #include "cli/fetch_setup.h"
 #include "cli/subcommand.h"
+#include "cli/test_hooks.h"
 #include "cluster/membership_service.h"
 #include "core/crc32c.h"
 #include "core/log.h"
@@ -112,23 +111,11 @@ absl::Status CheckBf16Speed() {
   return absl::OkStatus();
 }
 
-// The test fault of train::AllgatherStop from $RINGTRAIN_TEST_STOP_IN_ALLGATHER:
-// "N:before" or "N:after-own" (N >= 1: this process's Nth parameter allgather); unset
-// or empty: none. Only fault tests set it.
+// The test fault of train::AllgatherStop from $RINGTRAIN_TEST_STOP_IN_ALLGATHER (unset
+// or empty: none; main checked its syntax at start-up). Only fault tests set it.
 absl::StatusOr<train::AllgatherStop> AllgatherStopFromEnv() {
-  train::AllgatherStop stop;
   const char* env = std::getenv("RINGTRAIN_TEST_STOP_IN_ALLGATHER");
-  if (env == nullptr || *env == '\0') return stop;
-  const std::vector<std::string> parts = absl::StrSplit(env, ':');
-  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &stop.at) || stop.at < 1 ||
-      (parts[1] != "before" && parts[1] != "after-own")) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "RINGTRAIN_TEST_STOP_IN_ALLGATHER (a test fault): expected N:before or N:after-own "
-        "with N >= 1, got '%s'",
-        env));
-  }
-  stop.after_own_segment = parts[1] == "after-own";
-  return stop;
+  return ParseAllgatherStopHook(env == nullptr ? "" : env);
 }
 
 // m.jsonl -> m.rank1.jsonl (other names: FILE -> FILE.rank1): every peer of a local
@@ -222,6 +209,9 @@ absl::StatusOr<std::unique_ptr<train::ElasticReducer>> JoinTrainCluster(
     LogInfo("--data %s is missing or incomplete: fetching it from the peers first", c->data_dir);
     ASSIGN_OR_RETURN(fetch::FetchPhaseOptions fetch_options,
                      FetchPhaseOptionsFrom(setup, c->data_dir));
+    // SIGTERM/SIGINT during the fetch stop it at once (Cancelled): the run has not begun,
+    // and what arrived stays checked on disk for the next run.
+    fetch_options.stop = [] { return train::StopRequested(); };
     fetch::FetchReport report;
     const absl::Status fetched = fetch::RunFetchPhase(fetch_options, &report);
     LogFetchReport(report);
@@ -525,6 +515,14 @@ int RunTrain(const std::vector<std::string>& positional) {
   }
   http.reset();
   if (board) board->Stop();
+  if (absl::IsCancelled(status) && train::StopRequested()) {
+    // Stopped by SIGTERM/SIGINT before training began (e.g. while fetching --data):
+    // the stop the user asked for, so exit 0 as a stop during training does.
+    std::fprintf(stderr, "ringtrain train: stopped by %s before training began: %s\n",
+                 train::StopSignal() == SIGINT ? "SIGINT" : "SIGTERM",
+                 std::string(status.message()).c_str());
+    return 0;
+  }
   if (!status.ok()) {
     std::fprintf(stderr, "ringtrain train: %s\n", std::string(status.message()).c_str());
     return 1;
@@ -572,7 +570,9 @@ const Subcommand& TrainSubcommand() {
       "trains on its share of the global batch; a peer that dies is dropped and the others\n"
       "carry on; a restarted peer rejoins and receives the state; the leader (lowest live\n"
       "rank) writes checkpoints (its successor a copy unless --ckpt-shared). SIGTERM/SIGINT\n"
-      "stop every peer (or the one peer alone) at a step boundary after a checkpoint; SIGHUP\n"
+      "stop every peer (or the one peer alone) at a step boundary after a checkpoint, exit 0;\n"
+      "before training begins (waiting for peers, fetching --data) they stop at once, exit 0,\n"
+      "writing nothing (a cut fetch resumes where it stopped). SIGHUP\n"
       "re-reads the hosts file. --balance on (the default) gives faster peers more of each\n"
       "step's sequences (metrics: slots, wait_ms). --zero 1 shards the AdamW moments over\n"
       "the ring (each peer keeps its pieces and a replica of its predecessor's).\n"

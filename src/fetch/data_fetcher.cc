@@ -1,6 +1,7 @@
 // The data-fetch client (see data_fetcher.h).
 #include "fetch/data_fetcher.h"
 
+#include <algorithm>
 #include <memory>
 #include <set>
 #include <thread>
@@ -17,6 +18,9 @@ namespace rt::fetch {
 namespace {
 
 enum class Outcome { kDone, kRefused, kLinkFailed };
+
+// How long one wait lasts at most before FetcherOptions::stop is asked again.
+constexpr absl::Duration kStopPoll = absl::Milliseconds(200);
 
 struct FileResult {
   Outcome outcome = Outcome::kDone;
@@ -39,6 +43,10 @@ class Fetcher {
   FileResult FetchFile(net::TcpConnection& conn, const std::string& source, const DataFile& f);
   absl::StatusOr<FetchMessage> Receive(net::TcpConnection& conn, const std::string& source);
   bool Refused(int rank, const std::string& file) const;
+  // True once options.stop said so (and from then on).
+  bool Stopping();
+  // Waits for `pending` up to `timeout`, asking Stopping() every kStopPoll.
+  bool WaitLink(net::PendingLink& pending, absl::Duration timeout);
   void LogProgress(const std::string& source, bool force);
 
   const FetcherOptions& o_;
@@ -50,7 +58,23 @@ class Fetcher {
   std::map<std::string, uint64_t> generation_;
   absl::Time start_ = absl::Now();
   absl::Time last_log_ = absl::Now();
+  bool stopping_ = false;
 };
+
+bool Fetcher::Stopping() {
+  if (!stopping_ && o_.stop && o_.stop()) stopping_ = true;
+  return stopping_;
+}
+
+bool Fetcher::WaitLink(net::PendingLink& pending, absl::Duration timeout) {
+  const absl::Time until = absl::Now() + timeout;
+  while (!Stopping()) {
+    const absl::Duration left = until - absl::Now();
+    if (left <= absl::ZeroDuration()) return false;
+    if (pending.Wait(std::min(left, kStopPoll))) return true;
+  }
+  return false;
+}
 
 std::vector<int> Fetcher::SourceOrder() const {
   std::vector<int> order;
@@ -73,10 +97,22 @@ void Fetcher::LogProgress(const std::string& source, bool force) {
           s > 0 ? report_->bytes_fetched / 1e6 / s : 0.0, source);
 }
 
+// A message within recv_timeout, in slices of kStopPoll (a timed-out RecvData leaves
+// the connection usable): Cancelled as soon as Stopping().
 absl::StatusOr<FetchMessage> Fetcher::Receive(net::TcpConnection& conn, const std::string& source) {
   std::vector<uint8_t> bytes;
-  if (absl::Status st = conn.RecvData(&bytes, o_.recv_timeout); !st.ok()) return st;
-  return DecodeFetchMessage(bytes, source);
+  const absl::Time until = absl::Now() + o_.recv_timeout;
+  while (true) {
+    if (Stopping()) return absl::CancelledError("stop requested");
+    const absl::Duration left = until - absl::Now();
+    absl::Status st = conn.RecvData(&bytes, std::clamp(left, absl::ZeroDuration(), kStopPoll));
+    if (st.ok()) return DecodeFetchMessage(bytes, source);
+    if (!absl::IsDeadlineExceeded(st)) return st;
+    if (absl::Now() >= until) {
+      return absl::DeadlineExceededError(absl::StrFormat("%s sent nothing for %d s", source,
+                                                         absl::ToInt64Seconds(o_.recv_timeout)));
+    }
+  }
 }
 
 FileResult Fetcher::FetchFile(net::TcpConnection& conn, const std::string& source,
@@ -168,9 +204,9 @@ bool Fetcher::FetchFrom(net::TcpNode& node, int rank) {
   }
   std::shared_ptr<net::PendingLink> pending =
       node.ConnectTo(rank, net::kDataFetchChannel, absl::Now() + o_.dial_timeout);
-  if (!pending->Wait(o_.dial_timeout + absl::Seconds(1))) {
+  if (!WaitLink(*pending, o_.dial_timeout + absl::Seconds(1))) {
     pending->Cancel();
-    problems_[rank] = "no answer";
+    if (!stopping_) problems_[rank] = "no answer";
     return false;
   }
   absl::StatusOr<std::unique_ptr<net::Link>> link = pending->Take();
@@ -206,6 +242,7 @@ bool Fetcher::FetchFrom(net::TcpNode& node, int rank) {
   for (const DataFile& f : data_.missing_files()) {
     if (Refused(rank, f.name)) continue;
     const FileResult r = FetchFile(conn, source, f);
+    if (Stopping()) return progress;  // what arrived is kept (PartialFile's record)
     if (r.outcome == Outcome::kLinkFailed) {
       problems_[rank] = r.why;
       LogInfo("data fetch: link to %s failed during %s (%s); trying again or another peer", source,
@@ -247,6 +284,18 @@ absl::Status Fetcher::Run() {
       result = data_.MarkComplete();
       break;
     }
+    if (Stopping()) {
+      result = absl::CancelledError(
+          data_.has_manifest()
+              ? absl::StrFormat("stopped while fetching the data directory %s: %.1f of %.1f MB "
+                                "are here and checked (in %s/%s); the next run resumes from them",
+                                data_.dir(), data_.have_bytes() / 1e6, data_.total_bytes() / 1e6,
+                                data_.dir(), kFetchDirName)
+              : absl::StrFormat("stopped while fetching the data directory %s: no peer had "
+                                "sent its manifest yet; nothing was written",
+                                data_.dir()));
+      break;
+    }
     if (absl::Now() > deadline) {
       std::vector<std::string> lines;
       for (int r : order) {
@@ -254,19 +303,21 @@ absl::Status Fetcher::Run() {
                                      problems_.count(r) ? problems_[r] : "not tried"));
       }
       result = absl::DeadlineExceededError(absl::StrFormat(
-          "could not fetch the data directory %s from the peers within %d s (--wait); %d files "
-          "missing. Each peer's last problem: %s",
-          data_.dir(), absl::ToInt64Seconds(o_.wait), data_.missing_files().size(),
+          "could not fetch the data directory %s from the peers within %d s (--wait); %s. "
+          "Each peer's last problem: %s",
+          data_.dir(), absl::ToInt64Seconds(o_.wait),
+          data_.has_manifest() ? absl::StrFormat("%d files missing", data_.missing_files().size())
+                               : std::string("no peer sent its manifest"),
           absl::StrJoin(lines, "; ")));
       break;
     }
     bool progress = false;
     for (int r : order) {
-      if (data_.has_manifest() && data_.missing_files().empty()) break;
+      if (Stopping() || (data_.has_manifest() && data_.missing_files().empty())) break;
       progress = FetchFrom(**node, r) || progress;
       if (progress) break;  // start again from the nearest source
     }
-    if (!progress) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    if (!progress && !Stopping()) std::this_thread::sleep_for(std::chrono::milliseconds(300));
   }
   data_.SetFetching(false);
   report_->seconds = absl::ToDoubleSeconds(absl::Now() - start_);

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -35,6 +36,10 @@ struct FetcherOptions {
   absl::Duration dial_timeout = absl::Seconds(3);   // per source and attempt
   absl::Duration recv_timeout = absl::Seconds(40);  // silence from a source mid-file
   absl::Duration refusal_ttl = absl::Seconds(10);
+  // Polled at least every 250 ms while waiting (dials, receives, pauses between
+  // attempts): once it returns true the fetch gives up at once with Cancelled, keeping
+  // every checked byte for the next run (PartialFile). Empty: never.
+  std::function<bool()> stop;
 };
 
 struct FetchReport {
@@ -45,8 +50,9 @@ struct FetchReport {
   std::vector<std::string> refusals;           // "train-00001.bin from 127.0.0.1:35001: ..."
 };
 
-// Returns once `data` is complete (its manifest written), or DeadlineExceeded after
-// options.wait naming each source's last problem.
+// Returns once `data` is complete (its manifest written), DeadlineExceeded after
+// options.wait naming each source's last problem, or Cancelled soon after options.stop
+// says so (naming what is kept).
 absl::Status FetchMissing(const FetcherOptions& options, LocalData& data, FetchReport* report);
 
 }  // namespace rt::fetch

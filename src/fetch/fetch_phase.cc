@@ -69,6 +69,7 @@ absl::Status RunFetchPhase(const FetchPhaseOptions& o, FetchReport* report) {
     fo.encrypt = o.encrypt;
     fo.cluster_id = o.cluster_id;
     fo.wait = o.wait;
+    fo.stop = o.stop;
     if (absl::Status st = FetchMissing(fo, **data, report); !st.ok()) return st;
   }
   if (!o.serve_until_all_complete) return absl::OkStatus();
@@ -89,6 +90,9 @@ absl::Status RunFetchPhase(const FetchPhaseOptions& o, FetchReport* report) {
   }
   absl::Time last_log = absl::Now();
   while (!waiting.empty()) {
+    if (o.stop && o.stop()) {
+      return absl::CancelledError("stopped while waiting for the other peers to have the data");
+    }
     for (auto it = waiting.begin(); it != waiting.end();) {
       it = PeerComplete(**client, *it, absl::Seconds(2)) ? waiting.erase(it) : std::next(it);
     }

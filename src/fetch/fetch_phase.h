@@ -13,6 +13,7 @@
 // node binds the same port.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -36,10 +37,12 @@ struct FetchPhaseOptions {
   // this peer complete too.
   bool serve_until_all_complete = false;
   absl::Duration linger = absl::Seconds(3);
+  // Polled while waiting (FetcherOptions::stop): true = give up at once with Cancelled.
+  std::function<bool()> stop;
 };
 
 // Runs the phase (see the file comment); OK once this peer's directory is complete
-// (and, with serve_until_all_complete, every peer's).
+// (and, with serve_until_all_complete, every peer's); Cancelled soon after `stop`.
 absl::Status RunFetchPhase(const FetchPhaseOptions& options, FetchReport* report);
 
 // True if `dir` holds a complete data directory (local_data.h's test: a manifest and

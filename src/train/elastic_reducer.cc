@@ -510,6 +510,14 @@ absl::StatusOr<std::unique_ptr<net::TcpRing>> ElasticReducer::FormRing(std::vect
         return std::move(result->ring);
       }
     }
+    if (options_.watch_signals && StopRequested() && last_step_ms_ < 0) {
+      // Before this process's first step, AtStepBoundary then leaves the job: a peer
+      // whose partners never link up (a wrong hosts file, a firewall) stops now, not
+      // after the whole form wait. Once it has trained, a stop waits for the ring, so
+      // that every peer stops after the same step (the stop vote).
+      former.detach();
+      return absl::CancelledError("stop requested (signal)");
+    }
     std::optional<cluster::Decision> d = service_->NextDecision(kFormPoll);
     if (!d || d->kind == cluster::Decision::kSuspect || d->kind == cluster::Decision::kWarning) {
       continue;  // logged by the service; a change that matters follows as its own decision

@@ -37,8 +37,8 @@ void OnStop(int sig) {
   g_first_ns.store(now);
   g_stop_signal.store(sig);
   static const char kMsg[] =
-      "ringtrain: stop requested: stopping at the next step boundary "
-      "(send again after 3 s to exit at once)\n";
+      "ringtrain: stop requested: stopping at the next step boundary, or now if not "
+      "training yet (send again after 3 s to exit at once)\n";
   ssize_t ignored = write(2, kMsg, sizeof(kMsg) - 1);
   (void)ignored;
 }

@@ -2,6 +2,7 @@
 #include "train/train_checkpoint.h"
 
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -12,6 +13,7 @@
 #include "core/log.h"
 #include "core/status_macros.h"
 #include "model/param_layout.h"
+#include "optim/lr_schedule.h"
 
 namespace rt::train {
 namespace {
@@ -77,6 +79,35 @@ std::map<std::string, std::string> TrainMetaFields(const TrainConfig& config,
     fields["model.untied"] = model.untied ? "1" : "0";
   }
   return fields;
+}
+
+std::string DescribeScheduleChange(const std::map<std::string, std::string>& fields,
+                                   const TrainConfig& run, int64_t step) {
+  // The recorded schedule; a field that is absent or unreadable keeps this run's value
+  // (then it is not named as a change).
+  TrainConfig saved = run;
+  std::vector<std::string> changes;
+  auto number = [&](const char* key, const char* flag, auto* saved_value, auto run_value) {
+    auto it = fields.find(key);
+    double was = 0;
+    if (it == fields.end() || !absl::SimpleAtod(it->second, &was)) return;
+    using T = std::remove_pointer_t<decltype(saved_value)>;
+    *saved_value = static_cast<T>(was);
+    // Floats are recorded with %.9g, which reads back exactly.
+    if (*saved_value != run_value) {
+      changes.push_back(absl::StrCat(flag, " ", *saved_value, " -> ", run_value));
+    }
+  };
+  number("optim.steps", "--steps", &saved.steps, run.steps);
+  number("optim.warmup", "--warmup", &saved.warmup, run.warmup);
+  number("optim.lr", "--lr", &saved.lr, run.lr);
+  number("optim.min_lr", "--min-lr", &saved.min_lr, run.min_lr);
+  if (changes.empty()) return "";
+  const float lr_now = optim::CosineLr(step, run.warmup, run.steps, run.lr, run.min_lr);
+  const float lr_was = optim::CosineLr(step, saved.warmup, saved.steps, saved.lr, saved.min_lr);
+  return absl::StrFormat(
+      "%s: the learning rate at step %d is %.3g (the checkpoint's schedule gave %.3g)",
+      absl::StrJoin(changes, ", "), step, lr_now, lr_was);
 }
 
 absl::StatusOr<model::GptConfig> ModelConfigFromMeta(const ckpt::Checkpoint& checkpoint) {

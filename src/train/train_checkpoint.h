@@ -45,6 +45,14 @@ absl::StatusOr<model::GptConfig> ModelConfigFromMeta(const ckpt::Checkpoint& che
 absl::Status CheckSameModel(const model::GptConfig& saved, const model::GptConfig& run,
                             const std::string& checkpoint_path);
 
+// This run's learning-rate schedule (--lr, --min-lr, --warmup, --steps) against the
+// one recorded in a checkpoint's meta `fields`: "" when they agree (or the checkpoint
+// records none), else one line naming each change, old -> new, and the learning rate
+// at `step` under both, e.g. "--steps 4 -> 8, --lr 0.003 -> 0.001: the learning rate
+// at step 4 is 0.001 (the checkpoint's schedule gave 0.003)".
+std::string DescribeScheduleChange(const std::map<std::string, std::string>& fields,
+                                   const TrainConfig& run, int64_t step);
+
 // Writes one checkpoint of a training run (WriteCheckpoint: atomic, checksummed).
 absl::Status SaveTrainCheckpoint(const std::string& ckpt_dir, const ckpt::CheckpointMeta& meta,
                                  absl::Span<const float> params, absl::Span<const float> adam_m,

@@ -1,13 +1,18 @@
-// Trainer's checkpoint writing (trainer.h): the periodic checkpoints go to a background
-// writer that reads the live buffers while the next step computes; the final one is
-// written in place. A failed write never stops training, except the final one.
+// Trainer's checkpoints (trainer.h): resuming from the newest valid one (InitOrResume),
+// and writing them: the periodic checkpoints go to a background writer that reads the
+// live buffers while the next step computes; the final one is written in place. A
+// failed write never stops training, except the final one.
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "ckpt/checkpoint.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/status_macros.h"
 #include "train/train_checkpoint.h"
 #include "train/trainer.h"
 
@@ -135,6 +140,95 @@ absl::Status Trainer::CheckpointFailed(int64_t step, const absl::Status& s, bool
     LogWarning("checkpoint of step %d failed: %s; training goes on, the next checkpoint retries",
                step, s.message());
   }
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::InitOrResume() {
+  if (config_.ckpt_dir.empty()) {
+    gpt_->InitParams(params_.span(), config_.seed);
+    return absl::OkStatus();
+  }
+  std::vector<std::string> problems;
+  absl::StatusOr<ckpt::Checkpoint> latest =
+      ckpt::OpenLatestValidCheckpoint(config_.ckpt_dir, &problems);
+  for (const std::string& p : problems) LogWarning("skipping invalid checkpoint: %s", p);
+  if (!latest.ok() && !absl::IsNotFound(latest.status())) return latest.status();
+  if (!config_.resume) {
+    if (latest.ok()) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "--ckpt-dir %s already holds a checkpoint (%s, step %d) and --resume=false was "
+          "given: drop it to continue that run, or choose another --ckpt-dir",
+          config_.ckpt_dir, latest->path(), latest->meta().step));
+    }
+    gpt_->InitParams(params_.span(), config_.seed);
+    return absl::OkStatus();
+  }
+  if (!latest.ok()) {
+    LogInfo("--resume: no checkpoint in %s yet, starting from step 0", config_.ckpt_dir);
+    gpt_->InitParams(params_.span(), config_.seed);
+    return absl::OkStatus();
+  }
+
+  // Resume: the same model shape and data, then params and both moments.
+  ASSIGN_OR_RETURN(model::GptConfig saved, ModelConfigFromMeta(*latest));
+  RETURN_IF_ERROR(CheckSameModel(saved, gpt_->config(), latest->path()));
+  const auto& fields = latest->meta().fields;
+  auto field = [&](const std::string& key) {
+    auto it = fields.find(key);
+    return it == fields.end() ? std::string() : it->second;
+  };
+  if (field("data.fingerprint") != train_data_->fingerprint()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "checkpoint %s was trained on other data (fingerprint %s, --data %s has %s)",
+        latest->path(), field("data.fingerprint"), config_.data_dir, train_data_->fingerprint()));
+  }
+  if (field("train.slots") != absl::StrCat(sampler_->slots())) {
+    LogWarning("checkpoint %s used %s sequences per step, this run %d: the data order changes",
+               latest->path(), field("train.slots"), sampler_->slots());
+  }
+  if (field("model.precision") != model::PrecisionName(config_.precision)) {
+    LogWarning("checkpoint %s was trained in %s, continuing in %s", latest->path(),
+               field("model.precision"), model::PrecisionName(config_.precision));
+  }
+  // The step counts on under this run's schedule; say so when it is not the one the
+  // checkpoint was trained under (a longer --steps stretches the cosine: the rate jumps).
+  if (const std::string change = DescribeScheduleChange(fields, config_, latest->meta().step);
+      !change.empty()) {
+    LogWarning("checkpoint %s was trained under another learning-rate schedule: %s", latest->path(),
+               change);
+  }
+  RETURN_IF_ERROR(ReadFloatSection(*latest, "params", params_.span()));
+  if (round_ != nullptr) {
+    // The outer momentum of a round-sync checkpoint; a per-step run's checkpoint (or
+    // one of another --outer-every) continues with what it has: momentum from zero.
+    if (latest->HasSection("outer_momentum")) {
+      RETURN_IF_ERROR(ReadFloatSection(*latest, "outer_momentum", round_->momentum()));
+    } else {
+      LogInfo("checkpoint %s has no outer momentum: round sync starts it from zero",
+              latest->path());
+    }
+  }
+  if (adam_ != nullptr) {
+    RETURN_IF_ERROR(ReadFloatSection(*latest, "adam_m", adam_->m()));
+    RETURN_IF_ERROR(ReadFloatSection(*latest, "adam_v", adam_->v()));
+  } else {
+    // --zero 1: this peer's pieces of the moments are read when the ring is known.
+    for (const char* name : {"adam_m", "adam_v"}) {
+      if (latest->SectionBytes(name) != params_.bytes()) {
+        return absl::DataLossError(absl::StrFormat("%s: section %s has %d bytes, expected %d",
+                                                   latest->path(), name, latest->SectionBytes(name),
+                                                   params_.bytes()));
+      }
+    }
+    resumed_checkpoint_ = *latest;
+  }
+  step_ = latest->meta().step;
+  loaded_epoch_ = latest->meta().epoch;
+  tokens_seen_ = step_ * static_cast<int64_t>(sampler_->slots()) * gpt_->config().seq_len;
+  last_checkpoint_step_ = step_;
+  good_checkpoint_step_ = step_;
+  resumed_ = true;
+  LogInfo("resumed from %s at step %d (epoch %d)", latest->path(), step_, loaded_epoch_);
   return absl::OkStatus();
 }
 

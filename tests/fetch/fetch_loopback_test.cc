@@ -2,11 +2,13 @@
 // at once, one holding the directory; the others end with byte-identical files, the
 // last one relayed through the middle one. A source with a corrupt shard refuses it,
 // naming it, and the shard comes from another peer. A fetch that finds a partial file
-// resumes from it and fetches only the rest.
+// resumes from it and fetches only the rest. With no source, a stop ends the wait at
+// once and --wait's error says what is missing.
 #include <doctest/doctest.h>
 
 #include <sys/stat.h>
 
+#include <chrono>
 #include <filesystem>
 #include <thread>
 
@@ -146,6 +148,34 @@ TEST_CASE("fetch: a partial fetch resumes and does not fetch again what it had")
       (shard.size() - half) + std::filesystem::file_size(tmp / "d0/val-00000.bin");
   CHECK(reports[1].bytes_fetched == rest);
   CHECK(reports[1].files_fetched == 2);
+}
+
+TEST_CASE("fetch: with no source, a stop ends the wait at once -- --wait names what is missing") {
+  TempDir tmp;
+  const auto hosts = net::testing::LoopbackHosts(2);  // rank 0 never runs
+  FetchPhaseOptions o = Phase(hosts, 1, tmp / "d1");
+  o.serve_until_all_complete = false;
+  const auto start = std::chrono::steady_clock::now();
+  o.stop = [start] {
+    return std::chrono::steady_clock::now() - start > std::chrono::milliseconds(300);
+  };
+  FetchReport report;
+  absl::Status st = RunFetchPhase(o, &report);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO(st.message());
+  CHECK(absl::IsCancelled(st));
+  CHECK(seconds < 1.0);  // the dial's own wait is 4 s, --wait 60 s
+  CHECK(std::string(st.message()).find("nothing was written") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(tmp / "d1/manifest.txt"));
+
+  o.stop = nullptr;
+  o.wait = absl::Seconds(1);
+  st = RunFetchPhase(o, &report);
+  INFO(st.message());
+  CHECK(absl::IsDeadlineExceeded(st));
+  CHECK(std::string(st.message()).find("no peer sent its manifest") != std::string::npos);
+  CHECK(std::string(st.message()).find(hosts[0].Endpoint()) != std::string::npos);
 }
 
 }  // namespace rt::fetch

@@ -2,7 +2,8 @@
 // eval and sample warn about every invalid checkpoint newer than the one they use and
 // give a damaged step directory's reason once; prepare says when the vocabulary is
 // smaller than asked and prints no made-up rate; `ringtrain` without a command fails
-// with its usage; bench's help and codec answers say what bench does.
+// with its usage; bench's help and codec answers say what bench does; a malformed
+// RINGTRAIN_TEST_* variable is refused when the binary starts.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -136,4 +137,16 @@ TEST_CASE("a short --wait with a host absent: the first view forms with those pr
   INFO(r.err);
   CHECK(r.exit_code == 0);
   CHECK(Contains(r.out, " 2/2 | loss"));
+}
+
+TEST_CASE("a malformed test-hook variable is refused at start-up, naming it and its value") {
+  // Read by the data server only once it serves: without the start-up check a fetch
+  // test would run unpaused. `plan` reaches no hook at all.
+  TempDir dir;
+  const rt::integration::RunResult r =
+      rt::integration::RunCommand({RINGTRAIN_BINARY, "plan", "--peers=2"}, dir.path(), 30,
+                                  {"RINGTRAIN_TEST_SERVE_PAUSE_MS=150ms"});
+  INFO(r.err);
+  CHECK(r.exit_code == 2);
+  CHECK(Contains(r.err, "RINGTRAIN_TEST_SERVE_PAUSE_MS='150ms'"));
 }

@@ -120,6 +120,8 @@ TEST_CASE("train 4 steps + resume (the default) to 8 equals 8 steps (param_hash)
   INFO(second.err);
   REQUIRE(second.exit_code == 0);
   CHECK(Contains(second.err, "resumed from"));
+  // --steps 4 -> 8 is another schedule than the checkpoint's (its rate is constant here).
+  CHECK(Contains(second.err, "trained under another learning-rate schedule: --steps 4 -> 8"));
   const std::string a = ReadFile(dir / "whole.jsonl"), b = ReadFile(dir / "part.jsonl");
   CHECK(LastField(b, "step") == "8");
   CHECK(LastField(a, "param_hash") == LastField(b, "param_hash"));
