@@ -37,6 +37,19 @@ const char* DecisionKindName(Decision::Kind kind) {
   return "?";
 }
 
+bool EndsView(Decision::Kind kind) {
+  switch (kind) {
+    case Decision::kStopTraining:
+    case Decision::kPause:
+    case Decision::kInstallView:
+    case Decision::kExcluded:
+    case Decision::kLeave:
+      return true;
+    default:
+      return false;
+  }
+}
+
 Membership::Membership(MembershipConfig config, int64_t now_ms)
     : cfg_(std::move(config)),
       agreed_hosts_(cfg_.hosts),

@@ -129,6 +129,10 @@ struct Decision {
   bool need_state = false;  // kInstallView: fetch agreement.resume from agreement.source
 };
 const char* DecisionKindName(Decision::Kind kind);
+// Whether a decision ends the installed view's business: a stop for a view change, a
+// pause, a (newer) view, an exclusion, a leave. A step in flight is aborted on one, and
+// a state transfer waiting for its other side gives up when one is queued.
+bool EndsView(Decision::Kind kind);
 
 class Membership {
  public:

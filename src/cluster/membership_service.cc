@@ -1,5 +1,6 @@
-// MembershipService: control links (dial/accept/redial), the control thread that
-// drives Membership, and the thread-safe snapshot the trainer reads.
+// MembershipService: control links (dial/accept/redial) and the control thread that
+// drives Membership. The thread-safe calls of the trainer and the status pages (the
+// snapshot, decisions, events, reports) are in membership_service_api.cc.
 #include "cluster/membership_service.h"
 
 #include <algorithm>
@@ -17,18 +18,12 @@
 namespace rt::cluster {
 namespace {
 
-int64_t NowMs() { return NowNs() / 1000000; }
-
 // How long one ConnectTo keeps retrying (it backs off up to 1 s between attempts);
 // then a new one starts. AcceptFrom waits are re-armed just the same.
 constexpr absl::Duration kDialSpan = absl::Seconds(30);
 constexpr absl::Duration kAcceptSpan = absl::Seconds(60);
 // Receivers wake this often to notice a newer link from their peer or Stop().
 constexpr absl::Duration kReceivePoll = absl::Milliseconds(50);
-
-std::string Names(const std::vector<PeerId>& peers) {
-  return peers.empty() ? "none" : absl::StrJoin(peers, " ");
-}
 
 }  // namespace
 
@@ -133,157 +128,6 @@ void MembershipService::Stop() {
   }
   out_.clear();
   node_.reset();
-}
-
-// ---------------------------------------------------------------- snapshot API
-
-View MembershipService::view() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return view_;
-}
-bool MembershipService::CanTrain() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return can_train_;
-}
-std::string MembershipService::pause_reason() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return pause_reason_;
-}
-Membership::Phase MembershipService::phase() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return phase_;
-}
-std::vector<PeerId> MembershipService::agreed_hosts() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return agreed_hosts_;
-}
-
-std::optional<Decision> MembershipService::NextDecision(absl::Duration timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  state_cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
-                     [&] { return !decisions_.empty() || stopped_; });
-  if (decisions_.empty()) return std::nullopt;
-  Decision d = std::move(decisions_.front());
-  decisions_.pop_front();
-  return d;
-}
-
-bool MembershipService::ViewSuperseded() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (const Decision& d : decisions_) {
-    switch (d.kind) {
-      case Decision::kStopTraining:
-      case Decision::kPause:
-      case Decision::kInstallView:
-      case Decision::kExcluded:
-      case Decision::kLeave:
-      case Decision::kConfigMismatch:
-        return true;
-      default:
-        break;
-    }
-  }
-  return false;
-}
-
-bool MembershipService::WaitFor(const std::function<bool(const View&, bool)>& pred,
-                                absl::Duration timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  return state_cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout), [&] {
-    return stopped_ || pred(view_, can_train_);
-  }) && !stopped_;
-}
-
-std::optional<View> MembershipService::WaitUntilTraining(absl::Duration timeout) {
-  if (!WaitFor([](const View& v, bool t) { return t && !v.empty(); }, timeout)) {
-    return std::nullopt;
-  }
-  return view();
-}
-
-void MembershipService::StepCompleted(StateVersion state) {
-  Event e{Event::kStep, {}, {}, state, {}, {}};
-  Post(std::move(e));
-}
-void MembershipService::SetState(StateVersion state) {
-  Post(Event{Event::kSetState, {}, {}, state, {}, {}});
-}
-void MembershipService::StateTransferFailed(StateVersion state) {
-  Post(Event{Event::kTransferFailed, {}, {}, state, {}, {}});
-}
-void MembershipService::HostsChanged(std::vector<PeerId> hosts) {
-  Post(Event{Event::kHosts, {}, {}, {}, std::move(hosts), {}});
-}
-absl::Status MembershipService::HostsFileChanged(const std::string& path) {
-  absl::StatusOr<std::vector<net::HostEntry>> hosts = net::LoadHostsFile(path);
-  if (!hosts.ok()) return hosts.status();
-  std::vector<PeerId> ids;
-  for (const auto& h : *hosts) ids.push_back(h.Endpoint());
-  LogInfo("re-read hosts file %s: %d entries [%s]", path, ids.size(), Names(ids));
-  HostsChanged(std::move(ids));
-  return absl::OkStatus();
-}
-void MembershipService::Leave(const std::string& reason, int64_t last_step) {
-  Post(Event{Event::kLeave, {}, {}, StateVersion{0, last_step}, {}, reason});
-  // Drain() publishes the phase after it handed the Leave envelopes to the links.
-  std::unique_lock<std::mutex> lock(mu_);
-  state_cv_.wait_for(lock, std::chrono::seconds(2),
-                     [&] { return stopped_ || phase_ == Membership::Phase::kLeft; });
-}
-
-void MembershipService::SetLocalReport(std::vector<uint8_t> report) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (report.size() > kMaxReportBytes) {
-    if (!report_too_large_warned_) {
-      LogWarning("status report of %d bytes exceeds %d: not sent", report.size(), kMaxReportBytes);
-      report_too_large_warned_ = true;
-    }
-    return;
-  }
-  local_report_ = std::move(report);
-  ++local_report_version_;
-}
-
-std::vector<RemoteReport> MembershipService::PeerReports() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::vector<RemoteReport> out = peer_reports_;
-  const int64_t now = NowMs();
-  for (RemoteReport& r : out) {
-    auto it = received_reports_.find(r.peer);
-    if (it == received_reports_.end()) continue;
-    r.report = it->second.bytes;
-    r.age_ms = now - it->second.received_ms;
-  }
-  return out;
-}
-
-void MembershipService::SetBlockedPeers(std::set<PeerId> peers) {
-  std::lock_guard<std::mutex> lock(mu_);
-  blocked_ = std::move(peers);
-}
-
-bool MembershipService::Blocked(const PeerId& peer) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return blocked_.count(peer) > 0;
-}
-
-int MembershipService::RankOfPeer(const PeerId& peer) const {
-  for (size_t r = 0; r < node_peers_.size(); ++r) {
-    if (node_peers_[r] != peer) continue;
-    if (static_cast<int>(r) == node_->self_rank() || (r < out_.size() && out_[r])) {
-      return static_cast<int>(r);
-    }
-  }
-  return -1;
-}
-
-void MembershipService::Post(Event e) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopped_) return;
-    events_.push_back(std::move(e));
-  }
-  cv_.notify_all();
 }
 
 // ---------------------------------------------------------------- receiving
@@ -624,8 +468,8 @@ void MembershipService::Publish(const Decision& d) {
       LogInfo(
           "view change: epoch %d, members [%s], leader %s, left: %s, joined: %s, resume %s "
           "from %s%s",
-          d.view.epoch, Names(d.view.members), d.view.leader(), Names(left), Names(joined),
-          d.agreement.resume.ToString(), d.agreement.source,
+          d.view.epoch, PeerNames(d.view.members), d.view.leader(), PeerNames(left),
+          PeerNames(joined), d.agreement.resume.ToString(), d.agreement.source,
           d.need_state ? " (fetching state)" : "");
       last_logged_view_ = d.view;
       break;

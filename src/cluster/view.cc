@@ -24,6 +24,10 @@ uint32_t CrcOfStrings(uint32_t crc, const std::vector<PeerId>& v) {
 
 }  // namespace
 
+std::string PeerNames(const std::vector<PeerId>& peers) {
+  return peers.empty() ? "none" : absl::StrJoin(peers, " ");
+}
+
 const PeerId& View::leader() const { return members.empty() ? kNoPeer : members.front(); }
 
 bool View::Contains(absl::string_view peer) const { return Position(peer) >= 0; }

@@ -23,6 +23,9 @@ namespace rt::cluster {
 
 using PeerId = std::string;
 
+// "a:1 b:2" for logs, "none" for an empty list.
+std::string PeerNames(const std::vector<PeerId>& peers);
+
 struct View {
   uint64_t epoch = 0;
   std::vector<PeerId> members;  // rank order; empty = no view yet

@@ -11,6 +11,7 @@ inline int64_t NowNs() {
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
+inline int64_t NowMs() { return NowNs() / 1000000; }
 inline double NowSeconds() { return static_cast<double>(NowNs()) * 1e-9; }
 
 // Stopwatch: elapsed time since construction or the last Restart().

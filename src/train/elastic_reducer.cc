@@ -18,8 +18,6 @@
 namespace rt::train {
 using elastic_internal::kPoll;
 using elastic_internal::kWaitLogEveryMs;
-using elastic_internal::Names;
-using elastic_internal::NowMs;
 namespace {
 
 // Errors that a new view cannot fix: the replicas or the data are wrong.
@@ -283,16 +281,7 @@ absl::StatusOr<BoundaryAction> ElasticReducer::AtStepBoundary() {
 
 void ElasticReducer::OnDecision(const cluster::Decision& d) {
   if (options_.board) options_.board->OnDecision(d);
-  switch (d.kind) {
-    case cluster::Decision::kStopTraining:
-    case cluster::Decision::kPause:
-    case cluster::Decision::kInstallView:
-    case cluster::Decision::kExcluded:
-    case cluster::Decision::kLeave:
-      break;
-    default:
-      return;
-  }
+  if (!cluster::EndsView(d.kind)) return;
   std::lock_guard<std::mutex> lock(ring_mu_);
   if (live_ == nullptr) return;
   if (d.kind == cluster::Decision::kInstallView && d.view.epoch <= live_epoch_) return;

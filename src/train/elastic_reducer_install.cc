@@ -9,15 +9,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/clock.h"
 #include "core/log.h"
 #include "core/status_macros.h"
 #include "train/elastic_reducer_internal.h"
 
 namespace rt::train {
+using cluster::PeerNames;
 using elastic_internal::kFormPoll;
 using elastic_internal::kStepSection;
-using elastic_internal::Names;
-using elastic_internal::NowMs;
 
 absl::Status ElasticReducer::Install(const cluster::Decision& d) {
   DropRing("new view");
@@ -49,10 +49,10 @@ absl::Status ElasticReducer::Install(const cluster::Decision& d) {
       absl::Status st = cluster::ServeAgreedState(node, d, source, transfer);
       if (st.ok()) {
         LogInfo("state transfer: served %s (%.1f MB) to %s in %.0f ms", a.resume.ToString(),
-                bytes / 1e6, Names(a.need_state), watch.ElapsedMs());
+                bytes / 1e6, PeerNames(a.need_state), watch.ElapsedMs());
       } else {
         LogWarning("state transfer: serving %s to %s failed: %s", a.resume.ToString(),
-                   Names(a.need_state), std::string(st.message()));
+                   PeerNames(a.need_state), std::string(st.message()));
       }
     }
   }
@@ -154,7 +154,7 @@ absl::Status ElasticReducer::Install(const cluster::Decision& d) {
   LogInfo(
       "training in view epoch %d: %d peers [%s], leader %s, this peer at position %d; "
       "resuming after step %d%s",
-      v.epoch, size, Names(v.members), v.leader(), position, a.resume.step, lost);
+      v.epoch, size, PeerNames(v.members), v.leader(), position, a.resume.step, lost);
   return absl::OkStatus();
 }
 
