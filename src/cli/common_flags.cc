@@ -117,6 +117,10 @@ ABSL_FLAG(double, outer_momentum, 0.9, "Round sync: outer Nesterov momentum, in 
 ABSL_FLAG(std::string, outer_compress, "none",
           "Round sync: codec of the outer exchange, none|bf16|int8|int4|topk:DENSITY, with "
           "error feedback kept per peer across rounds");
+ABSL_FLAG(int, outer_after, 0,
+          "With --outer-every (train only): per-step gradient sync (with --compress) until "
+          "step N, then round sync, switched inside the run as a checkpoint at N resumed with "
+          "--outer-every would be (0 = round sync from the start)");
 ABSL_FLAG(std::string, outer_overlap, "on",
           "Round sync: on = each round's exchange runs beside the next round's inner steps and "
           "its outer step is applied one round late (hidden when it fits in a round); off = "
@@ -184,6 +188,7 @@ absl::StatusOr<sync::RoundSyncOptions> RoundSyncFromFlags() {
   o.every = absl::GetFlag(FLAGS_outer_every);
   o.outer_lr = static_cast<float>(absl::GetFlag(FLAGS_outer_lr));
   o.outer_momentum = static_cast<float>(absl::GetFlag(FLAGS_outer_momentum));
+  o.after = absl::GetFlag(FLAGS_outer_after);
   const std::string codec = absl::GetFlag(FLAGS_outer_compress);
   RETURN_IF_ERROR(o.Validate());
   const std::string overlap = absl::GetFlag(FLAGS_outer_overlap);
@@ -214,10 +219,22 @@ absl::StatusOr<sync::RoundSyncOptions> RoundSyncFromFlags() {
         "--outer-every does not work with --zero 1: each peer's inner steps need its own "
         "whole AdamW state, which --zero 1 shards over the ring");
   }
-  if (absl::GetFlag(FLAGS_compress) != "none") {
+  const std::string compress = absl::GetFlag(FLAGS_compress);
+  if (o.after == 0 && compress != "none") {
     return absl::InvalidArgumentError(absl::StrCat(
         "--outer-every exchanges once per round with --outer-compress; the per-step --compress ",
-        absl::GetFlag(FLAGS_compress), " does not apply (leave it at none)"));
+        compress, " does not apply (leave it at none, or switch later with --outer-after N)"));
+  }
+  if (o.after > 0 && compress != "none" && compress != "bf16") {
+    // Preconditioned top-k (and auto) leave AdamW's momentum in their own units
+    // (optim/adamw.h StepPreconditioned), which the inner steps' plain AdamW would
+    // misread after the switch.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--outer-after: the per-step steps before the switch take --compress none or bf16, "
+        "not --compress ",
+        compress,
+        " (top-k and auto keep AdamW's momentum in preconditioned units that round "
+        "sync's inner steps cannot continue from)"));
   }
   if (absl::GetFlag(FLAGS_topk_refresh) != 0) {
     return absl::InvalidArgumentError(

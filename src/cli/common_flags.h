@@ -67,6 +67,7 @@ ABSL_DECLARE_FLAG(double, outer_lr);
 ABSL_DECLARE_FLAG(double, outer_momentum);
 ABSL_DECLARE_FLAG(std::string, outer_compress);
 ABSL_DECLARE_FLAG(std::string, outer_overlap);
+ABSL_DECLARE_FLAG(int, outer_after);  // train only (not in RoundSyncFlagNames)
 
 namespace rt::cli {
 
@@ -82,10 +83,11 @@ std::vector<std::string> CommFlagNames();  // probe_every comm_budget topk_warmu
 std::vector<std::string>
 RoundSyncFlagNames();  // outer_every outer_lr outer_momentum outer_compress outer_overlap
 
-// --outer-every, --outer-lr, --outer-momentum, --outer-compress, checked; with H > 0 also
-// the combinations that cannot work (--zero 1, a per-step --compress other than none,
-// --topk-refresh), each refused with a message naming the flags. train and plan both
-// call it, so both refuse the same things.
+// --outer-every, --outer-lr, --outer-momentum, --outer-compress, --outer-after, checked;
+// with H > 0 also the combinations that cannot work (--zero 1, a per-step --compress
+// other than none, or with --outer-after other than none or bf16, --topk-refresh), each
+// refused with a message naming the flags. train and plan both call it, so both refuse
+// the same things (plan does not take --outer-after: it stays 0 there).
 absl::StatusOr<sync::RoundSyncOptions> RoundSyncFromFlags();
 
 // --compress none|bf16|topk:D|auto, --zstd-level, --probe-every, --comm-budget into

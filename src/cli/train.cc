@@ -255,14 +255,11 @@ absl::StatusOr<std::unique_ptr<train::ElasticReducer>> JoinTrainCluster(
   }
   ring_options.shard_optimizer = zero == 1;
   ASSIGN_OR_RETURN(ring_options.test_stop_in_allgather, AllgatherStopFromEnv());
-  if (c->round.enabled()) {
-    // Round sync: the reducer's exchange is the outer one, once per round, with
-    // --outer-compress (its error feedback kept per peer across rounds and views), and
-    // the replicas are compared at every outer step (the only steps that ask).
-    ring_options.buckets.codec = c->round.codec;
-    ring_options.buckets.topk_warmup_steps = 0;
-    ring_options.buckets.precondition_from = -1;
-  }
+  // Round sync: the options above are the per-step exchange's (all of the run without
+  // --outer-every, the steps before --outer-after with it); the trainer turns the
+  // reducers to the outer exchange when round sync begins (GradientReducer::UseRoundSync:
+  // --outer-compress, its error feedback kept per peer across rounds and views, the
+  // replicas compared at every outer step).
   ASSIGN_OR_RETURN(std::vector<net::HostEntry> hosts, net::LoadHostsFile(setup.hosts_path));
   if (c->global_batch == 0) c->global_batch = c->batch * c->accum * static_cast<int>(hosts.size());
 
@@ -314,7 +311,7 @@ absl::StatusOr<std::unique_ptr<train::ElasticReducer>> JoinTrainCluster(
   }
   std::sort(ring_options.buckets.dense_ranges.begin(), ring_options.buckets.dense_ranges.end(),
             [](const auto& a, const auto& b) { return a.begin < b.begin; });
-  ring_options.check_every = c->round.enabled() ? 1 : check_every;
+  ring_options.check_every = check_every;
   // A receive on the ring gives up no sooner than the membership would declare the
   // sender dead: with a long --peer-timeout (peers that may be paused for minutes: a
   // VM migrating, a frozen cgroup) a paused ring resumes instead of failing its step
@@ -533,10 +530,11 @@ int RunTrain(const std::vector<std::string>& positional) {
 std::vector<std::string> TrainFlagNames() {
   std::vector<std::string> names = ModelFlagNames();
   for (const std::string& n : OptimizerFlagNames()) names.push_back(n);
-  for (const char* n : {"data",         "ckpt_dir",     "metrics",  "eval_every",   "eval_batches",
-                        "ckpt_every",   "ckpt_minutes", "keep",     "resume",       "check_every",
-                        "global_batch", "balance",      "max_skew", "peer_timeout", "min_peers",
-                        "ckpt_shared",  "http",         "events",   "zero",         "fetch_wait"}) {
+  for (const char* n :
+       {"data",         "ckpt_dir",     "metrics",    "eval_every",  "eval_batches", "ckpt_every",
+        "ckpt_minutes", "keep",         "resume",     "check_every", "global_batch", "balance",
+        "max_skew",     "peer_timeout", "min_peers",  "ckpt_shared", "http",         "events",
+        "zero",         "fetch_wait",   "outer_after"}) {
     names.push_back(n);
   }
   for (const std::string& n : RingFlagNames()) names.push_back(n);
@@ -562,7 +560,7 @@ const Subcommand& TrainSubcommand() {
       "                 [--balance on|off] [--max-skew 8]\n"
       "                 [--compress none|bf16|topk:D|auto] [--bucket-mb 25] [--check-every 10]\n"
       "                 [--zero 0|1]]\n"
-      "                [--outer-every H [--outer-lr 0.7] [--outer-momentum 0.9]\n"
+      "                [--outer-every H [--outer-lr 0.7] [--outer-momentum 0.9] [--outer-after N]\n"
       "                 [--outer-compress none|bf16|int8|int4|topk:D] [--outer-overlap on|off]]\n"
       "Prints one line per step (loss, learning rate, gradient norm, tokens/s, step time);\n"
       "with --eval-every, the validation loss and bits per byte. Resumes from the newest valid\n"
@@ -581,7 +579,8 @@ const Subcommand& TrainSubcommand() {
       "pseudo-gradients by tokens and an outer Nesterov step updates the shared parameters\n"
       "(docs/round-sync.md); checkpoints, evaluations and stops happen at round ends.\n"
       "--outer-overlap on (the default) sends each round's exchange beside the next round\n"
-      "and applies its outer step one round late.\n"
+      "and applies its outer step one round late. --outer-after N takes N per-step steps\n"
+      "(with --compress none or bf16) before round sync begins, in the same run.\n"
       "--metrics m.jsonl becomes m.rank<R>.jsonl per peer.",
       TrainFlagNames(),
       &RunTrain,

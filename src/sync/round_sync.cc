@@ -48,12 +48,22 @@ absl::Status RoundSyncOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrFormat("--outer-momentum must be in [0, 1), got %g", outer_momentum));
   }
+  if (after < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--outer-after must be >= 0 steps (0 = round sync from the start), got %d", after));
+  }
+  if (after > 0 && every == 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--outer-after %d switches to round sync at step %d: give --outer-every H > 0 too", after,
+        after));
+  }
   return absl::OkStatus();
 }
 
 std::string RoundSyncOptions::ToString() const {
-  return absl::StrFormat("every=%d lr=%g momentum=%g compress=%s%s", every, outer_lr,
-                         outer_momentum, codec.ToString(), overlap ? " overlap=on" : "");
+  return absl::StrFormat("every=%d lr=%g momentum=%g compress=%s%s%s", every, outer_lr,
+                         outer_momentum, codec.ToString(), overlap ? " overlap=on" : "",
+                         after > 0 ? absl::StrFormat(" after=%d", after) : std::string());
 }
 
 bool IsRoundEnd(int64_t steps_done, int64_t total_steps, int every) {
@@ -83,6 +93,13 @@ void RoundSync::BeginRound(absl::Span<const float> params) {
   inner_done_step_ = -1;
   sitting_out_ = false;
   DropPending();
+}
+
+void RoundSync::Restart(absl::Span<const float> params) {
+  momentum_.Zero();
+  BeginRound(params);
+  replaced_ = false;
+  inner_loss_ = 0;
 }
 
 void RoundSync::ForgetRound() {

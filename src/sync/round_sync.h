@@ -65,10 +65,17 @@ struct RoundSyncOptions {
   float outer_momentum = 0.9f;  // --outer-momentum (Nesterov)
   collective::CodecSpec codec;  // --outer-compress: how the ring sums the contributions
   bool overlap = false;         // --outer-overlap: exchange beside the next round (above)
+  // --outer-after N: the run's steps [0, N) are per-step gradient sync, round sync takes
+  // over at step count N as a run resumed there with --outer-every would (momentum from
+  // zero, the per-step exchange's residuals dropped; see train/trainer.h). 0 = from the
+  // start. Round ends stay multiples of `every` (IsRoundEnd), so the first round after
+  // the switch is shorter when N is not one.
+  int after = 0;
   bool enabled() const { return every > 0; }
   // The flags as the user typed them are named in the error.
   absl::Status Validate() const;
-  // "every=30 lr=0.7 momentum=0.9 compress=none" (+ " overlap=on" with overlap)
+  // "every=30 lr=0.7 momentum=0.9 compress=none" (+ " overlap=on" with overlap,
+  // + " after=N" with after > 0): what every peer of a ring must agree on.
   std::string ToString() const;
 };
 
@@ -102,6 +109,10 @@ class RoundSync {
   // A round begins from `params` (after initialisation, a resume, a received state or
   // an outer step): start = params; this peer's token count and pending mark are reset.
   void BeginRound(absl::Span<const float> params);
+  // Round sync begins at `params` (--outer-after's switch): what a run resumed there
+  // from a per-step checkpoint holds, i.e. BeginRound with the momentum zero and
+  // nothing received or sat out.
+  void Restart(absl::Span<const float> params);
 
   // Inner steps: tokens this peer trained on in the round so far.
   void AddTokens(int64_t tokens) { round_tokens_ += tokens; }

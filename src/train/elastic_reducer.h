@@ -185,6 +185,12 @@ class ElasticReducer final : public GradientReducer {
   void CommitExchange() override {
     if (inner_) inner_->CommitExchange();
   }
+  // Kept and applied to the reducer of every later view (whose residuals, within the
+  // mode, are carried as ever).
+  absl::Status UseRoundSync(std::optional<collective::CodecSpec> outer_codec) override {
+    outer_codec_ = outer_codec;
+    return inner_ ? inner_->UseRoundSync(outer_codec) : absl::OkStatus();
+  }
   bool StopAfterThisStep() const override { return stop_after_step_; }
   bool WritesCheckpoints() const override;
 
@@ -226,7 +232,8 @@ class ElasticReducer final : public GradientReducer {
   int position_ = 0, size_ = 1, leader_rank_ = 0;
   std::unique_ptr<GradientReducer> inner_;  // the ring reducer of view_; null = no ring
   std::function<void(absl::Span<float>, size_t)> preconditioner_;  // for every view's reducer
-  uint64_t bytes_before_ = 0;  // sent by the rings of earlier views
+  std::optional<collective::CodecSpec> outer_codec_;  // UseRoundSync's, for every view's reducer
+  uint64_t bytes_before_ = 0;                         // sent by the rings of earlier views
 
   // Shared with the control thread (abort on a view change).
   std::mutex ring_mu_;

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,6 +32,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "collective/codec_spec.h"
 #include "collective/piece_exchange.h"
 #include "observe/peer_report.h"
 #include "optim/grad_clip.h"
@@ -216,6 +218,18 @@ class GradientReducer {
   // StepCompleted, except that an elastic ring admits joiners (and drops removed hosts)
   // only at outer steps, where every peer holds the same shared parameters.
   virtual void InnerStepCompleted(int64_t step) { StepCompleted(step); }
+  // Round sync (--outer-every; --outer-after switches to it inside the run): between
+  // steps, the exchanges from the next BeginStep on are round sync's outer ones, summed
+  // with `outer_codec`, or (nullopt) per-step gradient exchanges again. A change of
+  // mode starts the exchange afresh, as a new process resumed at this step would: this
+  // peer's error-feedback residuals are dropped and the buckets take the mode's codec;
+  // the outer exchange has no top-k warm-up, preconditioning or auto codec, and
+  // param_hash is compared at every one. An elastic ring keeps the mode for the
+  // reducers of later views (their residuals carried within the mode). Called with the
+  // mode in force: nothing happens. Error during a step. Default (one peer): nothing.
+  virtual absl::Status UseRoundSync(std::optional<collective::CodecSpec> /*outer_codec*/) {
+    return absl::OkStatus();
+  }
   // After a completed step: every peer agreed to stop here (one was signalled).
   virtual bool StopAfterThisStep() const { return false; }
   // Any thread, idempotent: make the step in flight (and any later call) fail

@@ -113,7 +113,10 @@ struct CommOptions {
 // for its own lifetime only.
 struct CarriedCommState {
   std::unique_ptr<collective::BucketedReducer> buckets;  // null before the first step
-  std::optional<collective::CodecSpeeds> my_speeds;      // this peer's calibration
+  // Whether `buckets` (and its residuals) belong to round sync's outer exchange
+  // (RingGradientReducer::UseRoundSync) rather than to per-step gradients.
+  bool round_sync = false;
+  std::optional<collective::CodecSpeeds> my_speeds;  // this peer's calibration
   // The last finished step's measurements (means over that ring's peers; < 0 =
   // none yet) and that ring's size.
   double backward_s = -1, compute_s = -1;
@@ -205,6 +208,12 @@ class RingGradientReducer final : public GradientReducer {
   std::vector<observe::LinkFigure> ProbedLinks() const override { return probed_links_; }
   void StepCompleted(int64_t step) override;
   void CommitExchange() override;
+  // ring_gradient_reducer_round.cc: the settings of the outer exchange replace the
+  // per-step ones (codec, top-k warm-up and refresh, preconditioning, auto codec,
+  // check_every), which come back with nullopt; the carried buckets are dropped when
+  // they belong to the other mode (CarriedCommState::round_sync), so the next
+  // BeginStep builds them afresh.
+  absl::Status UseRoundSync(std::optional<collective::CodecSpec> outer_codec) override;
   bool ShardsOptimizer() const override { return options_.shard_optimizer; }
   // Per bucket, the piece this peer's ring position owns (train/zero_pieces.h).
   std::vector<std::pair<size_t, size_t>> OwnedRanges(size_t length) const override;
@@ -251,6 +260,15 @@ class RingGradientReducer final : public GradientReducer {
   std::unique_ptr<net::RingTransport> ring_;
   net::TcpRing* tcp_ = nullptr;  // ring_ when it is a TCP ring
   RingReducerOptions options_;
+  // UseRoundSync: the per-step values of the settings the outer exchange replaced
+  // (unset in per-step mode).
+  struct PerStepSettings {
+    collective::CodecSpec codec;
+    int64_t topk_warmup_steps = 0, topk_refresh_every = 0, precondition_from = -1;
+    bool auto_codec = false;
+    int check_every = 0;
+  };
+  std::optional<PerStepSettings> per_step_;
   std::function<uint64_t()> transport_bytes_;
   uint64_t retired_bytes_ = 0;  // TCP: bytes of rings replaced, and of probe streams
   // Probing and planning state (identical on every peer: same inputs, same order).

@@ -35,6 +35,12 @@ absl::Status TrainConfig::Validate() const {
   if (ckpt_every > 0 && ckpt_dir.empty()) return bad("--ckpt-every needs --ckpt-dir");
   if (resume && ckpt_dir.empty()) return bad("--resume needs --ckpt-dir");
   if (absl::Status r = round.Validate(); !r.ok()) return r;
+  if (round.after > 0 && round.after >= steps) {
+    return bad(
+        "--outer-after %d must be below --steps %d (the run would never switch to round "
+        "sync)",
+        round.after, steps);
+  }
   // The shape without the vocabulary (which comes from the data).
   model::GptConfig shape = model;
   if (shape.vocab_size <= 0) shape.vocab_size = 1;

@@ -34,7 +34,8 @@ struct TrainConfig {
 
   // Round sync (--outer-every H > 0; sync/round_sync.h): H inner steps per peer without
   // communication, then an outer step on the token-weighted pseudo-gradients. Equal on
-  // every peer. every = 0: per-step gradient sync.
+  // every peer. every = 0: per-step gradient sync. round.after = N > 0 (--outer-after):
+  // per-step sync for the first N steps, then round sync (below --steps).
   sync::RoundSyncOptions round;
 
   // Optimizer: AdamW + linear warm-up + cosine decay to min_lr, global-norm clip.

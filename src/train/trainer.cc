@@ -225,11 +225,15 @@ absl::Status Trainer::Run() {
       if (config_.eval_every > 0 && step_ == 0) RETURN_IF_ERROR(EvaluateUntrained());
       // Round sync from random weights learned far worse in this project's curves than
       // after a few hundred per-step steps; the user may not know (the flags allow it).
-      if (round_ && step_ == 0) {
+      if (round_ && config_.round.after == 0 && step_ == 0) {
         LogInfo(
             "round sync from random weights: on the small model measured here it ended 13-25%% "
-            "above per-step sync, and 3.6-7%% above when it began after 150-600 per-step steps "
-            "(docs/round-sync.md: start with per-step steps, then switch)");
+            "above per-step sync, and 3.6-7%% above when it began after 150-600 per-step steps: "
+            "--outer-after N takes N per-step steps first, then switches (docs/round-sync.md)");
+      }
+      if (round_ && step_ < config_.round.after) {
+        LogInfo("per-step sync up to step %d, then round sync (--outer-after): %s",
+                config_.round.after, config_.round.ToString());
       }
     }
 
@@ -332,7 +336,8 @@ absl::Status Trainer::ReportStep(const StepMetrics& step_metrics) {
 }
 
 absl::Status Trainer::TrainStep(StepMetrics* metrics) {
-  if (round_) return RoundStep(metrics);  // round sync: trainer_round.cc
+  RETURN_IF_ERROR(SettleSyncMode());           // --outer-after switches here (trainer_round.cc)
+  if (round_mode_) return RoundStep(metrics);  // round sync: trainer_round.cc
   // --zero 1: this peer's optimizer pieces first, when the ring changed (trainer_zero.cc;
   // may take the ring back to a checkpoint, so before anything reads the step).
   if (reducer_->ShardsOptimizer()) RETURN_IF_ERROR(SettleShardedState());

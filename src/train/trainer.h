@@ -80,7 +80,8 @@ class Trainer {
   const optim::ShardedAdamW* sharded_optimizer() const { return sharded_adam_.get(); }
   const optim::ShardedAdamW* replica_optimizer() const { return replica_adam_.get(); }
   int slots() const { return sampler_->slots(); }
-  // Round sync (--outer-every): the outer state (null with per-step sync).
+  // Round sync (--outer-every): the outer state (null with per-step sync; with
+  // --outer-after it exists from the start, used from the switch on).
   const sync::RoundSync* round_sync() const { return round_.get(); }
   bool resumed() const { return resumed_; }
 
@@ -101,6 +102,18 @@ class Trainer {
   // anything writes params or moments: the optimizer step and a state replacement.
   void FinishBackgroundCheckpoint();
   // ---- Round sync (--outer-every H; trainer_round.cc, sync/round_sync.h) ----
+  // Before every step: the mode of this step, per-step sync for step counts below
+  // --outer-after N and round sync from N on (from the start without it). A change of
+  // mode tells the reducer (GradientReducer::UseRoundSync: its exchange starts afresh).
+  // Entering round sync at step count N is the switch, done exactly as a process resumed
+  // from a per-step checkpoint of step N with --outer-every would begin (the contract
+  // the equality tests hold it to): parameters and AdamW moments as they are, the
+  // round-start copy = the parameters, outer momentum zero, nothing pending, the
+  // reducer's residuals dropped, round ends at multiples of H. Entering past N (a
+  // resumed round-sync checkpoint, a state received from a ring in round sync) keeps the
+  // outer state loaded or received. Step counts going back below N (a received older
+  // state) return to per-step sync.
+  absl::Status SettleSyncMode();
   // One step of a round: the inner step on this peer's slots with its own AdamW and no
   // communication; at a round's end (sync::IsRoundEnd) also the outer step: the
   // token-weighted exchange through the reducer (its codec is --outer-compress), the
@@ -212,6 +225,7 @@ class Trainer {
   std::unique_ptr<optim::AdamW> adam_;
   // --outer-every H > 0: the round-start copy, the outer momentum, this round's tokens.
   std::unique_ptr<sync::RoundSync> round_;
+  bool round_mode_ = false;  // SettleSyncMode: the steps are round sync's now
   // Overlap: the pending round's exchange runs on the reducer of view `exchange_epoch_`
   // (begun, not finished); the reducer's bytes_sent() when it began.
   bool exchange_live_ = false;

@@ -30,9 +30,13 @@ ckpt::CheckpointMeta Trainer::CheckpointMetaAt(int64_t step, uint64_t epoch) con
 
 absl::Status Trainer::WriteCheckpoint(int64_t step, uint64_t epoch) const {
   if (adam_ != nullptr) {
+    // The outer momentum from the first round on; a checkpoint of --outer-after's
+    // per-step steps (up to the switch at step N) has none, as a per-step run's.
+    const bool outer = round_ && (config_.round.after == 0 || step > config_.round.after);
+    const sync::RoundSync* round = round_.get();
     return SaveTrainCheckpoint(config_.ckpt_dir, CheckpointMetaAt(step, epoch), params_.span(),
                                adam_->m(), adam_->v(), tokenizer_model_, config_.ckpt_keep,
-                               round_ ? round_->momentum() : absl::Span<const float>());
+                               outer ? round->momentum() : absl::Span<const float>());
   }
   // --zero 1: the checkpoint the ring gathered for this step (GatherMomentsForCheckpoint).
   std::shared_ptr<ckpt::CheckpointBuilder> b = sharded_ckpt_;
@@ -203,7 +207,7 @@ absl::Status Trainer::InitOrResume() {
     // one of another --outer-every) continues with what it has: momentum from zero.
     if (latest->HasSection("outer_momentum")) {
       RETURN_IF_ERROR(ReadFloatSection(*latest, "outer_momentum", round_->momentum()));
-    } else {
+    } else if (latest->meta().step > config_.round.after) {
       LogInfo("checkpoint %s has no outer momentum: round sync starts it from zero",
               latest->path());
     }

@@ -1,9 +1,11 @@
 // Trainer's steps under round sync (--outer-every H; sync/round_sync.h): inner steps
 // on this peer's slots with no communication, and at each round's end the outer step
 // through the GradientReducer, which sums the token-weighted contributions with the
-// --outer-compress codec, views, aborts and redo among survivors included.
+// --outer-compress codec, views, aborts and redo among survivors included; and the
+// switch into round sync at --outer-after's step (SettleSyncMode).
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "absl/strings/str_format.h"
 #include "core/clock.h"
@@ -18,23 +20,48 @@
 
 namespace rt::train {
 
+absl::Status Trainer::SettleSyncMode() {
+  const bool round = round_ != nullptr && step_ >= config_.round.after;
+  if (round == round_mode_) return absl::OkStatus();
+  FinishBackgroundCheckpoint();  // it may read the outer state written below
+  RETURN_IF_ERROR(reducer_->UseRoundSync(round ? std::optional(config_.round.codec)
+                                               : std::optional<collective::CodecSpec>()));
+  round_mode_ = round;
+  if (!round) {
+    LogInfo("step %d: per-step sync until step %d (--outer-after)", step_ + 1, config_.round.after);
+    return absl::OkStatus();
+  }
+  if (config_.round.after > 0 && step_ == config_.round.after) {
+    // The switch: the replicas agree here (per-step sync), and round sync begins as a
+    // run resumed from a per-step checkpoint of this step would (trainer.h).
+    round_->Restart(params_.span());
+    LogInfo(
+        "step %d: switching to round sync after %d per-step steps (--outer-after): %s; outer "
+        "momentum from zero",
+        step_ + 1, step_, config_.round.ToString());
+  }
+  return absl::OkStatus();
+}
+
 bool Trainer::AtSyncPoint() const {
   // With overlap, only a round end that drained (no exchange left pending).
-  return !round_ ||
+  return !round_mode_ ||
          (sync::IsRoundEnd(step_, config_.steps, config_.round.every) && !round_->has_pending());
 }
 
 bool Trainer::Due(int interval) const {
   if (interval <= 0) return false;
-  if (!round_) return step_ % interval == 0;
+  if (!round_mode_) return step_ % interval == 0;
   if (!AtSyncPoint()) return false;
   const int64_t round_start = step_ - 1 - (step_ - 1) % config_.round.every;
   return sync::DueInRound(round_start, step_, interval);
 }
 
 int64_t Trainer::OuterStepsAt(int64_t step) const {
+  // Round ends are multiples of H (and the run's end); with --outer-after N those up to
+  // N were per-step steps: the first outer step is at the first multiple above N.
   const int h = config_.round.every;
-  return step / h + (step % h != 0 && step == config_.steps ? 1 : 0);
+  return step / h + (step % h != 0 && step == config_.steps ? 1 : 0) - config_.round.after / h;
 }
 
 absl::Status Trainer::RoundStep(StepMetrics* metrics) {
@@ -52,7 +79,11 @@ absl::Status Trainer::RoundStep(StepMetrics* metrics) {
   //    own mean gradient, clipping and AdamW.
   double inner_ms = 0;
   const int64_t h = config_.round.every;
-  if (round_->replaced()) {  // a received state: mid-round, sit the round out
+  if (round_->replaced() && config_.round.after > 0 && step_ == config_.round.after) {
+    // A state received at --outer-after's switch is per-step sync's (the serving peer
+    // may not have switched yet): round sync begins from it as SettleSyncMode does.
+    round_->Restart(params_.span());
+  } else if (round_->replaced()) {  // a received state: mid-round, sit the round out
     round_->AfterReplacedState(step_ % h == 0, params_.span());
     if (round_->sitting_out()) {
       LogInfo(

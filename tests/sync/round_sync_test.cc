@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "sync/round_sync.h"
@@ -279,4 +280,47 @@ TEST_CASE("options are validated with the flag's name") {
   CHECK(std::string(o.Validate().message()).find("--outer-lr") != std::string::npos);
   o = Options(0.7f, 1.0f, "none");
   CHECK(std::string(o.Validate().message()).find("--outer-momentum") != std::string::npos);
+}
+
+TEST_CASE("--outer-after: validated, and part of the settings every peer must agree on") {
+  RoundSyncOptions o = Options(0.7f, 0.9f, "int8");
+  o.after = 150;
+  CHECK(o.Validate().ok());
+  // ToString is the ring's settings check ("outer" in the fingerprint): a peer with
+  // another switch step is refused, one without it too.
+  CHECK(o.ToString().find("after=150") != std::string::npos);
+  RoundSyncOptions other = o;
+  other.after = 151;
+  CHECK(other.ToString() != o.ToString());
+  other.after = 0;
+  CHECK(other.ToString() != o.ToString());
+  CHECK(other.ToString().find("after") == std::string::npos);  // today's string unchanged
+  o.after = -1;
+  CHECK(std::string(o.Validate().message()).find("--outer-after must be >= 0") !=
+        std::string::npos);
+  o = Options(0.7f, 0.9f, "none");
+  o.every = 0;
+  o.after = 10;
+  CHECK(std::string(o.Validate().message()).find("give --outer-every H > 0") != std::string::npos);
+}
+
+TEST_CASE("Restart: round sync begins at the given parameters with the momentum zero") {
+  const size_t n = 64;
+  RoundSync r(Options(0.7f, 0.9f, "none"), n);
+  std::vector<float> params(n, 1.0f);
+  r.BeginRound(params);
+  // One round that moves the parameters, so the momentum is not zero.
+  std::vector<float> local(n, 0.5f), sum(n);
+  r.AddTokens(10);
+  r.Contribution(local, 1.0f, absl::MakeSpan(sum));
+  (void)r.Apply(sum, absl::MakeSpan(params));
+  REQUIRE(std::any_of(r.momentum().begin(), r.momentum().end(), [](float m) { return m != 0; }));
+  r.ForgetRound();
+  std::vector<float> at_switch(n, 2.0f);
+  r.Restart(at_switch);
+  CHECK(std::all_of(r.momentum().begin(), r.momentum().end(), [](float m) { return m == 0; }));
+  CHECK(std::equal(at_switch.begin(), at_switch.end(), r.start().begin()));
+  CHECK(!r.replaced());
+  CHECK(r.round_tokens() == 0);
+  CHECK(!r.has_pending());
 }

@@ -1,0 +1,101 @@
+// The trainer's switch into round sync (--outer-after N; Trainer::SettleSyncMode): 2
+// in-process peers with per-step bf16 (error feedback) switching to int8 outer
+// exchanges with overlap give, at every step after N, the bits of the recipe the switch
+// replaces (per-step steps to N, a checkpoint, new trainers resumed from it with round
+// sync), and the per-step run's bits before N; a run that never switches ends
+// elsewhere.
+#include <doctest/doctest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collective/codec_spec.h"
+#include "net/inproc_ring_transport.h"
+#include "train/ring_gradient_reducer.h"
+#include "train/train_test_util.h"
+#include "train/trainer.h"
+
+namespace {
+
+using rt::train::RingGradientReducer;
+using rt::train::RingReducerOptions;
+using rt::train::StepMetrics;
+using rt::train::TrainConfig;
+using rt::train::Trainer;
+using rt::train::testing::OnThreads;
+using rt::train::testing::TempDir;
+
+constexpr int kPeers = 2;
+
+// [peer][step] param_hash of `peers` in-process trainers of `c` trained up to step
+// count `until`, then (with c.ckpt_dir) a checkpoint by ring position 0. The ring's
+// per-step codec is bf16 (its residuals are what the switch must drop).
+std::vector<std::vector<std::string>> TrainRing(const TrainConfig& c, int until) {
+  RingReducerOptions options;
+  options.buckets.bucket_bytes = 6000;  // several buckets
+  options.buckets.codec = *rt::collective::ParseCodecSpec("bf16");
+  options.check_every = 1;
+  std::vector<std::unique_ptr<rt::net::RingTransport>> ring = rt::net::MakeInProcessRing(kPeers);
+  std::vector<std::vector<std::string>> hashes(kPeers);
+  std::vector<absl::Status> status(kPeers);
+  OnThreads(kPeers, [&](int r) {
+    rt::train::testing::UseOneThread();
+    auto t = Trainer::Create(c, std::make_unique<RingGradientReducer>(std::move(ring[r]), options));
+    status[r] = t.status();
+    while (status[r].ok() && (*t)->step() < until) {
+      StepMetrics m;
+      status[r] = (*t)->TrainStep(&m);
+      hashes[r].push_back(m.param_hash);
+    }
+    if (status[r].ok() && !c.ckpt_dir.empty()) status[r] = (*t)->SaveCheckpoint();
+  });
+  for (int r = 0; r < kPeers; ++r) {
+    INFO("peer ", r, ": ", status[r].message());
+    REQUIRE(status[r].ok());
+  }
+  return hashes;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "--outer-after N: the bits of per-step steps to N, a checkpoint, and a resume in rounds") {
+  TempDir dir;
+  REQUIRE(rt::train::testing::WriteMarkovData(dir / "data", 64, 6000, 500).empty());
+  TrainConfig per_step = rt::train::testing::TinyConfig(dir / "data");
+  per_step.steps = 14;
+  per_step.batch = 2;
+  per_step.global_batch = 4;
+  TrainConfig round = per_step;
+  round.round.every = 4;
+  round.round.outer_lr = 0.7f;
+  round.round.outer_momentum = 0.9f;
+  round.round.codec = *rt::collective::ParseCodecSpec("int8");
+  round.round.overlap = true;
+  const int n = 6;  // the first round (steps 7-8) is short; 12 launches beside 13-14
+
+  TrainConfig switched = round;
+  switched.round.after = n;
+  const auto a = TrainRing(switched, switched.steps);
+  const auto plain = TrainRing(per_step, per_step.steps);
+
+  TrainConfig first = per_step;
+  first.ckpt_dir = dir / "ckpt";
+  (void)TrainRing(first, n);
+  TrainConfig resumed = round;  // --outer-every, resumed at step n
+  resumed.ckpt_dir = first.ckpt_dir;
+  resumed.resume = true;
+  const auto b = TrainRing(resumed, resumed.steps);
+
+  for (int r = 0; r < kPeers; ++r) {
+    REQUIRE(a[r].size() == 14);
+    REQUIRE(b[r].size() == 14 - n);
+    for (int s = 0; s < 14; ++s) {
+      INFO("peer ", r, " step ", s + 1);
+      CHECK(a[r][s] == (s < n ? plain[r][s] : b[r][s - n]));
+    }
+  }
+  CHECK(a[0][13] == a[1][13]);
+  CHECK(a[0][13] != plain[0][13]);  // never switching ends elsewhere
+}
