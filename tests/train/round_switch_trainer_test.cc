@@ -39,16 +39,21 @@ std::vector<std::vector<std::string>> TrainRing(const TrainConfig& c, int until)
   std::vector<std::unique_ptr<rt::net::RingTransport>> ring = rt::net::MakeInProcessRing(kPeers);
   std::vector<std::vector<std::string>> hashes(kPeers);
   std::vector<absl::Status> status(kPeers);
+  // Alive until every peer is done: a trainer destroyed early closes its side of the
+  // ring while the other still compares its last param_hash.
+  std::vector<std::unique_ptr<Trainer>> trainers(kPeers);
   OnThreads(kPeers, [&](int r) {
     rt::train::testing::UseOneThread();
     auto t = Trainer::Create(c, std::make_unique<RingGradientReducer>(std::move(ring[r]), options));
     status[r] = t.status();
-    while (status[r].ok() && (*t)->step() < until) {
+    if (!t.ok()) return;
+    trainers[r] = *std::move(t);
+    while (status[r].ok() && trainers[r]->step() < until) {
       StepMetrics m;
-      status[r] = (*t)->TrainStep(&m);
+      status[r] = trainers[r]->TrainStep(&m);
       hashes[r].push_back(m.param_hash);
     }
-    if (status[r].ok() && !c.ckpt_dir.empty()) status[r] = (*t)->SaveCheckpoint();
+    if (status[r].ok() && !c.ckpt_dir.empty()) status[r] = trainers[r]->SaveCheckpoint();
   });
   for (int r = 0; r < kPeers; ++r) {
     INFO("peer ", r, ": ", status[r].message());
