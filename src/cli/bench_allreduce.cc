@@ -262,7 +262,7 @@ absl::StatusOr<SizeResult> BenchOneSize(net::RingTransport* ring, size_t n, cons
 }
 
 // auto's trials of its candidate codecs: for each, the slowest peer's median of real
-// exchanges of n floats, the candidates taking turns (A B C A B C ...). A first,
+// exchanges of n floats, the candidates taking turns (A B C B C A C A B ...). A first,
 // untimed round (allocations and first touches) sets how many timed rounds follow:
 // enough for about kTrialSeconds of exchanges in all, from kMinTrialRounds to
 // kMaxTrialRounds (every peer runs the slowest peer's count). Three timed rounds were
@@ -284,16 +284,19 @@ absl::StatusOr<std::vector<double>> TrialSeconds(net::RingTransport* ring, size_
   std::vector<std::vector<double>> seconds(candidates.size());
   int rounds = 0;  // timed rounds, set after the untimed one
   for (int it = 0; it <= rounds; ++it) {
-    std::vector<double> round_s;
-    for (size_t c = 0; c < candidates.size(); ++c) {
+    std::vector<double> round_s(candidates.size());
+    // Round `it` starts at candidate it mod C: each one takes every place in the round
+    // in turn, so no candidate always runs first after another's exchange.
+    for (size_t turn = 0; turn < candidates.size(); ++turn) {
+      const size_t c = (turn + static_cast<size_t>(it)) % candidates.size();
       FillBenchValues(values, data.span(), ring->rank(), it);
       RETURN_IF_ERROR(Barrier(ring));
       collective::ExchangeStats stats;
       Stopwatch watch;
       RETURN_IF_ERROR(
           exchange.Run(ring, data.span(), candidates[c], 1000000, 0, 0, options, &stats));
-      round_s.push_back(watch.ElapsedSeconds());
-      if (it > 0) seconds[c].push_back(round_s.back());
+      round_s[c] = watch.ElapsedSeconds();
+      if (it > 0) seconds[c].push_back(round_s[c]);
     }
     if (it == 0) {
       ASSIGN_OR_RETURN(const std::vector<double> slowest, MaxOverPeers(ring, round_s));
