@@ -9,11 +9,13 @@
 // as `train` does). --compress auto probes too (keeping the hosts-file order without
 // --reorder), calibrates the codecs (on min(size, 16M) floats), and per size times
 // the 3 codecs the model predicts fastest for one bucket of that size (the favourite
-// top-k density with and without zstd) on the real buffer (one untimed exchange and
-// the median of 3 timed ones each, slowest peer), then plans the
-// fastest with those times (codec_planner.h with budget 0 and measured_s; the trials
-// and the plan are logged, the chosen codec is printed as codec_used). The trials
-// are not part of the timed iterations, as a run of many steps amortises them.
+// top-k density with and without zstd, and the sparsest density) on the real buffer
+// (one untimed round, then 3-15 timed rounds, about 1 s in all, taking turns; the
+// slowest peer's median), then plans the fastest with those times (codec_planner.h with
+// budget 0 and measured_s); a pick that was only predicted is timed too and the plan
+// made again (ChooseAutoCodec). The trials and the plan are logged, the chosen codec is
+// printed as codec_used. The trials are not part of the timed iterations, as a run of
+// many steps amortises them.
 //
 // Timing: a barrier precedes every iteration; each peer times its own allreduce;
 // per iteration the MAX over peers is taken (all peers print the same seconds).
@@ -259,14 +261,17 @@ absl::StatusOr<SizeResult> BenchOneSize(net::RingTransport* ring, size_t n, cons
   return result;
 }
 
-// auto's trials of its candidate codecs: for each, the slowest peer's median of
-// kTrialTimed real exchanges of n floats after one untimed one (allocations and first
-// touches), the candidates taking turns (A B C A B C ...). One timed exchange each
-// was too noisy where 4 peers share 2 cores (a single trial put topk:0.001 at 0.63 s
-// when its runs averaged 0.50-0.58 s, and auto chose another codec), and timing one
-// candidate after the other let the machine's drift over those seconds decide: with
-// turns, each candidate's median comes from the same stretch of time.
-constexpr int kTrialTimed = 3;
+// auto's trials of its candidate codecs: for each, the slowest peer's median of real
+// exchanges of n floats, the candidates taking turns (A B C B C A C A B ...). A first,
+// untimed round (allocations and first touches) sets how many timed rounds follow:
+// enough for about kTrialSeconds of exchanges in all, from kMinTrialRounds to
+// kMaxTrialRounds (every peer runs the slowest peer's count). Three timed rounds were
+// too few where 4 peers share 2 cores and top-k densities run within 10% of each other:
+// a median of 3 moved by more than that gap, and auto's pick ran 10% slower than the
+// best fixed codec. With turns, each candidate's median comes from the same stretch of
+// time, so the machine's drift over those seconds does not decide.
+constexpr double kTrialSeconds = 1.0;
+constexpr int kMinTrialRounds = 3, kMaxTrialRounds = 15;
 absl::StatusOr<std::vector<double>> TrialSeconds(net::RingTransport* ring, size_t n,
                                                  const std::vector<CodecSpec>& candidates,
                                                  BenchValues values) {
@@ -277,15 +282,28 @@ absl::StatusOr<std::vector<double>> TrialSeconds(net::RingTransport* ring, size_
   collective::AllreduceOptions options;
   options.timeout = kTimeout;
   std::vector<std::vector<double>> seconds(candidates.size());
-  for (int it = 0; it <= kTrialTimed; ++it) {
-    for (size_t c = 0; c < candidates.size(); ++c) {
+  int rounds = 0;  // timed rounds, set after the untimed one
+  for (int it = 0; it <= rounds; ++it) {
+    std::vector<double> round_s(candidates.size());
+    // Round `it` starts at candidate it mod C: each one takes every place in the round
+    // in turn, so no candidate always runs first after another's exchange.
+    for (size_t turn = 0; turn < candidates.size(); ++turn) {
+      const size_t c = (turn + static_cast<size_t>(it)) % candidates.size();
       FillBenchValues(values, data.span(), ring->rank(), it);
       RETURN_IF_ERROR(Barrier(ring));
       collective::ExchangeStats stats;
       Stopwatch watch;
       RETURN_IF_ERROR(
           exchange.Run(ring, data.span(), candidates[c], 1000000, 0, 0, options, &stats));
-      if (it > 0) seconds[c].push_back(watch.ElapsedSeconds());
+      round_s[c] = watch.ElapsedSeconds();
+      if (it > 0) seconds[c].push_back(round_s[c]);
+    }
+    if (it == 0) {
+      ASSIGN_OR_RETURN(const std::vector<double> slowest, MaxOverPeers(ring, round_s));
+      double round_total = 0;
+      for (double t : slowest) round_total += t;
+      rounds = static_cast<int>(std::clamp(std::ceil(kTrialSeconds / std::max(round_total, 1e-6)),
+                                           double{kMinTrialRounds}, double{kMaxTrialRounds}));
     }
   }
   std::vector<double> medians;
@@ -294,6 +312,57 @@ absl::StatusOr<std::vector<double>> TrialSeconds(net::RingTransport* ring, size_
     medians.push_back(s[s.size() / 2]);
   }
   return MaxOverPeers(ring, medians);
+}
+
+// `--compress auto` for one buffer of n floats: times the model's fastest candidates
+// (FastestCandidates), plans with those times (budget 0: the fastest), and while the
+// plan picks a codec that was never timed (its prediction undercut the measured
+// candidates), times it against the fastest measured one and plans again: auto's
+// pick is always a measured codec, never a prediction that beat measurements.
+absl::StatusOr<CodecSpec> ChooseAutoCodec(net::RingTransport* ring, size_t n,
+                                          const collective::RingLinkSummary& links,
+                                          const collective::CodecSpeeds& speeds,
+                                          BenchValues values) {
+  collective::PlannerInputs in;
+  in.buckets = {collective::PlanBucket{n, 0}};
+  in.peers = ring->size();
+  in.bandwidth_bps = links.bottleneck_bps;
+  in.rtt_s = links.max_rtt_s;
+  in.budget_s = 0;  // the fastest predicted exchange
+  in.speeds = speeds;
+  in.measured_s.assign(1, {});
+  const collective::PlannerOptions po;
+  std::vector<CodecSpec> candidates = collective::FastestCandidates(in, po, 0, kAutoTrials);
+  std::vector<std::pair<double, CodecSpec>> timed;  // every measured codec, by seconds
+  // Each pass times a codec not timed before (or stops), so the ladder bounds the loop.
+  while (true) {
+    ASSIGN_OR_RETURN(const std::vector<double> trial_s, TrialSeconds(ring, n, candidates, values));
+    for (size_t c = 0; c < candidates.size(); ++c) {
+      LogInfo("size %d: auto trial: %s %.4f s (predicted %.4f s)", n, candidates[c].ToString(),
+              trial_s[c], collective::PredictBucketSeconds(in.buckets[0], candidates[c], in));
+      in.measured_s[0][candidates[c].ToString()] = trial_s[c];
+      timed.erase(std::remove_if(timed.begin(), timed.end(),
+                                 [&](const auto& t) { return t.second == candidates[c]; }),
+                  timed.end());
+      timed.emplace_back(trial_s[c], candidates[c]);
+    }
+    ASSIGN_OR_RETURN(collective::CodecPlan plan, collective::PlanCodecs(in, po));
+    const CodecSpec chosen = plan.buckets[0].spec;
+    const bool measured =
+        std::any_of(timed.begin(), timed.end(), [&](const auto& t) { return t.second == chosen; });
+    if (measured) {
+      for (const std::string& line : collective::DescribePlan(plan)) {
+        LogInfo("size %d: %s", n, line);
+      }
+      return chosen;
+    }
+    // The fastest measured codec is timed again, in turns with the untimed pick.
+    const auto fastest = std::min_element(
+        timed.begin(), timed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    LogInfo("size %d: auto: %s is predicted faster than every timed codec: timing it", n,
+            chosen.ToString());
+    candidates = {chosen, fastest->second};
+  }
 }
 
 absl::StatusOr<std::vector<size_t>> ParseSizes(const std::string& text) {
@@ -419,32 +488,7 @@ absl::Status Run() {
   for (size_t n : sizes) {
     CodecSpec size_spec = spec;
     if (auto_codec && peers > 1) {
-      collective::PlannerInputs in;
-      in.buckets = {collective::PlanBucket{n, 0}};
-      in.peers = peers;
-      in.bandwidth_bps = links.bottleneck_bps;
-      in.rtt_s = links.max_rtt_s;
-      in.budget_s = 0;  // the fastest predicted exchange
-      in.speeds = *speeds;
-      // The model's three fastest candidates are timed on the real buffer (the
-      // planner's choice must hold where CPU, not the link, decides), then planned
-      // again with those times (codec_planner.h "Measured times").
-      const collective::PlannerOptions po;
-      in.measured_s.assign(1, {});
-      const std::vector<CodecSpec> candidates =
-          collective::FastestCandidates(in, po, 0, kAutoTrials);
-      ASSIGN_OR_RETURN(const std::vector<double> trial_s,
-                       TrialSeconds(ring.get(), n, candidates, values));
-      for (size_t c = 0; c < candidates.size(); ++c) {
-        LogInfo("size %d: auto trial: %s %.3f s (predicted %.3f s)", n, candidates[c].ToString(),
-                trial_s[c], collective::PredictBucketSeconds(in.buckets[0], candidates[c], in));
-        in.measured_s[0][candidates[c].ToString()] = trial_s[c];
-      }
-      ASSIGN_OR_RETURN(collective::CodecPlan plan, collective::PlanCodecs(in, po));
-      for (const std::string& line : collective::DescribePlan(plan)) {
-        LogInfo("size %d: %s", n, line);
-      }
-      size_spec = plan.buckets[0].spec;
+      ASSIGN_OR_RETURN(size_spec, ChooseAutoCodec(ring.get(), n, links, *speeds, values));
     }
     auto r = BenchOneSize(ring.get(), n, size_spec, values, warmup, iters);
     if (!r.ok()) {

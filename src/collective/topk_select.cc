@@ -23,32 +23,39 @@ std::vector<IndexRange> Complement(size_t n, const std::vector<IndexRange>& dens
   return out;
 }
 
+// The threshold comes from a sample of |grads + residual| at deterministic positions of
+// the sparse part. Let p = k / count be the kept fraction, m the sample size and v_k the
+// k-th largest magnitude of the whole part. The number X of sampled entries >= v_k is
+// about Binomial(m, p), mean lambda = m p. With the a-th largest sampled magnitude as the
+// threshold, one pass finds at least k candidates unless X >= a; taking
+// a = lambda + 4 sqrt(lambda) + 1 makes that a 4-sigma event (at small lambda the Poisson
+// tail: below 3e-4 for lambda >= 1), and the pass then keeps about
+// k (1 + 4 / sqrt(lambda)) candidates. A larger sample buys fewer surplus candidates; its
+// own cost is reading m entries and an nth_element over them. So m is 1/64 of the part,
+// within [16384, 65536]: at most a few percent of the pass over the bucket. The rule
+// before, 400 / p entries (333,000 at density 0.001), cost more than that pass: at 4M
+// floats, density 0.001, selection took twice as long (`bench codec`).
+// Whatever the threshold, the caller keeps exactly k: only the time depends on it.
+constexpr size_t kMinSamples = 16384;
+constexpr size_t kMaxSamples = 65536;
+constexpr double kMarginSigmas = 4;  // z above
+
 // Sampled entries are read in runs of this many consecutive ones (a cache line of
-// floats) when the array is large enough. One entry at a time, the 400,000 samples that
-// density 0.001 takes of 16M floats each touched its own cache line of both arrays, 40%
-// of all their lines, and made selection slower than at density 0.003 (19.9 against
-// 13.8 ms): the CPU cost of top-k 0.1% was mostly the sample.
+// floats) when the array is large enough: one entry at a time, each sample touches its own
+// cache line of both arrays.
 constexpr size_t kSampleRun = 16;
 
-// The magnitude threshold expected to let about `want` of `count` sparse entries
-// through, from a sample of |grads + residual| at deterministic positions. Only the
-// time of the selection depends on it: the caller keeps exactly k whatever it is.
-float SampledThreshold(absl::Span<const float> grads, absl::Span<const float> residual,
-                       const std::vector<IndexRange>& sparse, size_t count, double want,
-                       std::vector<float>* sample) {
-  const double fraction = want / static_cast<double>(count);
-  if (fraction >= 1) return 0.0f;
-  // Enough samples that ~400 land above the threshold, within bounds.
-  size_t samples = static_cast<size_t>(std::min(4e6, std::max(16384.0, 400.0 / fraction)));
-  samples = std::min(samples, count);
+// Fills *mags with |grads + residual| at about `samples` deterministic positions of the
+// sparse part (`count` entries in all): run r starts at a jittered offset in its own
+// stride, so runs never overlap and positions only grow.
+void TakeSample(absl::Span<const float> grads, absl::Span<const float> residual,
+                const std::vector<IndexRange>& sparse, size_t count, size_t samples,
+                std::vector<float>* mags) {
   const size_t run = count >= kSampleRun * samples ? kSampleRun : 1;
   const size_t runs = samples / run;
-  std::vector<float>& mags = *sample;
-  mags.clear();
-  mags.reserve(runs * run);
+  mags->clear();
+  mags->reserve(runs * run);
   uint64_t state = 0x9E3779B97F4A7C15ull;  // fixed seed: deterministic
-  // Run r starts in [r * stride, (r + 1) * stride - run]: runs never overlap and
-  // positions only grow, as the walk over the sparse ranges below needs.
   const double stride = static_cast<double>(count) / static_cast<double>(runs);
   size_t range = 0, range_start = 0;  // position of sparse[range] in the sparse numbering
   for (size_t r = 0; r < runs; ++r) {
@@ -63,15 +70,59 @@ float SampledThreshold(absl::Span<const float> grads, absl::Span<const float> re
         ++range;
       }
       const size_t i = sparse[range].begin + (pos - range_start);
-      mags.push_back(std::fabs(grads[i] + residual[i]));
+      mags->push_back(std::fabs(grads[i] + residual[i]));
     }
   }
-  const size_t taken = mags.size();
-  size_t above = static_cast<size_t>(std::ceil(fraction * static_cast<double>(taken)));
-  above = std::clamp<size_t>(above, 1, taken);
-  std::nth_element(mags.begin(), mags.begin() + (above - 1), mags.end(), std::greater<float>());
-  return mags[above - 1];
 }
+
+// The sample and the rank of the threshold in it, for one selection of k of `count`.
+class SampledThreshold {
+ public:
+  SampledThreshold(absl::Span<const float> grads, absl::Span<const float> residual,
+                   const std::vector<IndexRange>& sparse, size_t count, size_t k,
+                   std::vector<float>* sample)
+      : mags_(*sample) {
+    const double p = static_cast<double>(k) / static_cast<double>(count);
+    const size_t wanted = std::clamp(count / 64, kMinSamples, kMaxSamples);
+    TakeSample(grads, residual, sparse, count, std::min(count, wanted), &mags_);
+    const size_t taken = mags_.size();
+    if (taken == count) {
+      rank_ = k;  // the whole part: its k-th largest is v_k itself
+    } else {
+      const double lambda = p * static_cast<double>(taken);
+      rank_ = static_cast<size_t>(std::ceil(lambda + kMarginSigmas * std::sqrt(lambda) + 1));
+    }
+    if (rank_ >= taken) {  // p near 1: as good as everything
+      rank_ = taken;
+      all_ = true;
+      return;
+    }
+    rank_ = std::max<size_t>(rank_, 1);
+    std::nth_element(mags_.begin(), mags_.begin() + (rank_ - 1), mags_.end(),
+                     std::greater<float>());
+  }
+
+  float threshold() const { return all_ ? 0.0f : mags_[rank_ - 1]; }
+
+  // After a pass that found fewer than k: the sample's magnitude 4 times further down
+  // (the sample was unlucky, or neighbours alike made X spread more than a binomial's),
+  // then 0 (everything but NaN passes) once the sample is used up.
+  float Lower() {
+    const size_t taken = mags_.size();
+    if (all_ || rank_ >= taken) return 0.0f;
+    const size_t next = std::min(taken, rank_ * 4);
+    // [0, rank_) already holds the rank_ largest: order only the rest.
+    std::nth_element(mags_.begin() + rank_, mags_.begin() + (next - 1), mags_.end(),
+                     std::greater<float>());
+    rank_ = next;
+    return mags_[rank_ - 1];
+  }
+
+ private:
+  std::vector<float>& mags_;
+  size_t rank_ = 1;   // 1 = the largest sampled magnitude
+  bool all_ = false;  // threshold 0: every entry is a candidate
+};
 
 // The scalar loop of CollectCandidates over [i, e): the vector kernels' tails.
 size_t CollectTail(const float* g, float* res, size_t i, size_t e, float threshold, bool fuse,
@@ -199,23 +250,23 @@ void SelectTopKWithFeedback(absl::Span<const float> grads, absl::Span<float> res
     for (size_t i = d.begin; i < d.end; ++i) residual[i] += grads[i];
   }
 
-  // Candidates: aim 20% above k so one pass almost always suffices; if the sample
-  // was unlucky, lower the threshold and pass again over the stored v.
+  // Candidates: a threshold from a sample (SampledThreshold) that lets a little more
+  // than k through in one pass; if the sample was unlucky, lower it and pass again
+  // over the stored v.
   std::vector<uint32_t>& cand = scratch->cand;
   size_t count = 0;
   if (k > 0) {
-    const double want = 1.2 * static_cast<double>(k) + 16;
-    float threshold =
-        SampledThreshold(grads, residual, sparse, sparse_count, want, &scratch->sample);
+    SampledThreshold sampled(grads, residual, sparse, sparse_count, k, &scratch->sample);
+    float threshold = sampled.threshold();
     for (const IndexRange& r : sparse) {
       CollectCandidates(grads, residual, r, threshold, true, &cand, &count);
     }
-    for (int retry = 1; count < k; ++retry) {
+    while (count < k) {
       if (threshold == 0.0f) {  // only NaNs are left out: send fewer than k
         k = count;
         break;
       }
-      threshold = retry >= 4 ? 0.0f : threshold * 0.5f;
+      threshold = sampled.Lower();
       count = 0;
       for (const IndexRange& r : sparse) {
         CollectCandidates(grads, residual, r, threshold, false, &cand, &count);

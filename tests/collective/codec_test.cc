@@ -139,6 +139,29 @@ TEST_CASE("top-k on a large buffer with row scales and dense ranges: exactly the
   CHECK(min_chosen >= max_unchosen);
 }
 
+// The threshold's sample is what selection pays for besides its pass over the bucket:
+// sized at 400 / density (333,000 entries at density 0.001) it cost more than the pass.
+// Bounded, it must still let k through in one pass with a modest surplus (a second pass
+// at a lowered threshold would let several times k through).
+TEST_CASE("top-k at low density: a bounded threshold sample, one pass, a small surplus") {
+  const size_t n = 4'000'000;
+  const std::vector<float> g = HeavyTailed(n, 41);
+  for (double density : {0.01, 0.001, 0.0001}) {
+    std::vector<float> residual(n, 0.0f);
+    const size_t k = TopKCount(n, density);
+    SparseVector sel;
+    TopKScratch scratch;
+    SelectTopKWithFeedback(g, absl::MakeSpan(residual), k, {}, &sel, &scratch);
+    INFO("density=" << density << " sample=" << scratch.sample.size()
+                    << " candidates=" << scratch.cand_mags.size() << " k=" << k);
+    REQUIRE(sel.indices.size() == k);
+    CHECK(scratch.sample.size() <= 65536);
+    // Candidates of the last pass (cand_mags): ~1.3-2.7 k by the sample's margin; a
+    // second pass (the threshold lowered to the sample's 4x rank) would give 4-11 k.
+    CHECK(scratch.cand_mags.size() <= 3 * k + 1000);
+  }
+}
+
 TEST_CASE("top-k always sends the dense ranges and picks k elsewhere") {
   const size_t n = 50000;
   const std::vector<float> g = HeavyTailed(n, 3);
