@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_format.h"
 #include "cluster/state_messages.h"
+#include "core/clock.h"
 #include "core/crc32c.h"
 #include "core/status_macros.h"
 
@@ -109,6 +110,7 @@ absl::Status ServeState(const std::shared_ptr<net::TcpNode>& node, int fetcher_r
                         const TransferOptions& options) {
   const std::string what =
       absl::StrFormat("serving %s to %s", source.version.ToString(), node->PeerName(fetcher_rank));
+  Stopwatch watch;
   const absl::Time deadline = absl::Now() + options.total_timeout;
   if (options.chunk_bytes == 0) return absl::InvalidArgumentError(what + ": chunk_bytes is 0");
   ASSIGN_OR_RETURN(
@@ -179,6 +181,10 @@ absl::Status ServeState(const std::shared_ptr<net::TcpNode>& node, int fetcher_r
   RETURN_IF_ERROR(RecvControl(*link, &msg, options.idle_timeout, deadline, what));
   ASSIGN_OR_RETURN(const StateAck ack, DecodeStateAck(msg, what));
   if (!ack.ok) return absl::DataLossError(what + ": the fetcher refused the copy: " + ack.reason);
+  if (options.stats != nullptr) {
+    options.stats->seconds = watch.ElapsedSeconds();
+    for (const auto& sec : source.sections) options.stats->bytes += sec.bytes.size();
+  }
   return absl::OkStatus();
 }
 
@@ -188,13 +194,15 @@ namespace {
 
 absl::Status ReceiveSections(net::Link& link, StateSnapshot* out, uint32_t chunk_bytes,
                              const std::vector<uint32_t>& crcs, const TransferOptions& options,
-                             absl::Time deadline, const std::string& what) {
+                             absl::Time deadline, const std::string& what, const Stopwatch& watch,
+                             double* first_chunk_s) {
   std::vector<uint8_t> msg, data;
   for (size_t si = 0; si < out->sections.size(); ++si) {
     StateSection& s = out->sections[si];
     uint32_t crc = 0;
     for (size_t off = 0; off < s.bytes.size();) {
       RETURN_IF_ERROR(RecvControl(link, &msg, options.idle_timeout, deadline, what));
+      if (*first_chunk_s < 0) *first_chunk_s = watch.ElapsedSeconds();
       ASSIGN_OR_RETURN(const StateChunkHeader chunk, DecodeStateChunkHeader(msg, what));
       const uint32_t section = chunk.section, n = chunk.bytes, chunk_crc = chunk.crc32c;
       const uint64_t offset = chunk.offset;
@@ -240,6 +248,7 @@ absl::StatusOr<StateSnapshot> FetchState(const std::shared_ptr<net::TcpNode>& no
                                          const TransferOptions& options) {
   const std::string what =
       absl::StrFormat("fetching %s from %s", want.ToString(), node->PeerName(source_rank));
+  Stopwatch watch;
   const absl::Time deadline = absl::Now() + options.total_timeout;
   ASSIGN_OR_RETURN(
       std::unique_ptr<net::Link> link,
@@ -268,13 +277,20 @@ absl::StatusOr<StateSnapshot> FetchState(const std::shared_ptr<net::TcpNode>& no
     snap.sections.push_back({std::move(e.name), std::vector<uint8_t>(e.bytes)});
   }
 
-  absl::Status st = ReceiveSections(*link, &snap, chunk_bytes, crcs, options, deadline, what);
+  double first_chunk_s = -1;
+  absl::Status st = ReceiveSections(*link, &snap, chunk_bytes, crcs, options, deadline, what, watch,
+                                    &first_chunk_s);
   if (conn.status().ok()) {
     (void)conn.SendOwned(net::FrameType::kControl,
                          EncodeStateAck({st.ok(), st.ok() ? "" : std::string(st.message())}));
     LingerUntilPeerCloses(*link, std::min(options.idle_timeout, absl::Seconds(2)));
   }
   if (!st.ok()) return st;
+  if (options.stats != nullptr) {
+    options.stats->seconds = watch.ElapsedSeconds();
+    options.stats->first_chunk_s = first_chunk_s;
+    for (const auto& sec : snap.sections) options.stats->bytes += sec.bytes.size();
+  }
   return snap;
 }
 

@@ -61,6 +61,15 @@ struct StateSnapshot {
   StateSource AsSource() const;  // serve it on (spans into this snapshot)
 };
 
+// What one transfer measured (TransferOptions::stats; tests and `bench transfer`).
+struct TransferStats {
+  double seconds = 0;             // the whole ServeState / FetchState call
+  double first_chunk_s = -1;      // fetcher: from the call to the first chunk's arrival (link,
+                                  // handshake, request and manifest: a few round trips)
+  uint64_t bytes = 0;             // section bytes sent / received and verified
+  size_t peak_queued_chunks = 0;  // source: most chunks queued on the link at once
+};
+
 struct TransferOptions {
   absl::Duration connect_timeout = absl::Seconds(10);  // to get the link
   absl::Duration idle_timeout = absl::Seconds(10);     // longest silence mid-transfer
@@ -74,6 +83,8 @@ struct TransferOptions {
   // and every view proposed meanwhile went stale the same way. The transfer then
   // fails with Cancelled, and the caller handles the newer decision. Empty: never.
   std::function<bool()> superseded;
+  // Filled in by the call when set (one transfer per TransferStats).
+  TransferStats* stats = nullptr;
   // Test hooks (source side): flip one byte of the data sent at this offset of
   // section 0 (its checksum stays that of the true bytes); stop sending after this
   // many chunks and close the link.
