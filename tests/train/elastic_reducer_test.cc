@@ -63,10 +63,15 @@ std::unique_ptr<Trainer> MakePeer(const std::vector<net::HostEntry>& hosts, int 
   e.wait = wait;
   e.watch_signals = watch_signals;
   e.ckpt_shared = ckpt_shared;
+  // One CarriedCommState per process, shared by the reducers of its views, as
+  // `train` does (residuals, calibration, the last link matrix: a rejoin's probe
+  // reuses the links of the peers that stayed).
   e.make_reducer =
-      [](std::unique_ptr<net::TcpRing> ring,
-         const cluster::View& view) -> absl::StatusOr<std::unique_ptr<GradientReducer>> {
+      [carried = std::make_shared<CarriedCommState>()](
+          std::unique_ptr<net::TcpRing> ring,
+          const cluster::View& view) -> absl::StatusOr<std::unique_ptr<GradientReducer>> {
     RingReducerOptions o;
+    o.carried = carried;
     o.check_every = 1;
     o.comm.channel_salt = cluster::RingChannel(view);
     return std::unique_ptr<GradientReducer>(
