@@ -1,4 +1,4 @@
-// `ringtrain bench compute|allreduce|codec`: dispatches to the benchmark named by
+// `ringtrain bench compute|allreduce|codec|transfer`: dispatches to the benchmark named by
 // the first positional argument. Each benchmark lives in its own bench_<kind>.cc;
 // all of them print a human table and, last, one JSON line (DESIGN).
 #include <cstdio>
@@ -11,7 +11,8 @@ namespace {
 
 int RunBench(const std::vector<std::string>& positional) {
   if (positional.empty()) {
-    std::fprintf(stderr, "ringtrain bench: say which benchmark: compute, allreduce or codec\n");
+    std::fprintf(stderr,
+                 "ringtrain bench: say which benchmark: compute, allreduce, codec or transfer\n");
     return 2;
   }
   const std::string& kind = positional[0];
@@ -19,15 +20,17 @@ int RunBench(const std::vector<std::string>& positional) {
   if (kind == "compute") return RunBenchCompute(rest);
   if (kind == "allreduce") return RunBenchAllreduce(rest);
   if (kind == "codec") return RunBenchCodec(rest);
-  std::fprintf(stderr, "ringtrain bench: unknown benchmark '%s' (compute, allreduce, codec)\n",
+  if (kind == "transfer") return RunBenchTransfer(rest);
+  std::fprintf(stderr,
+               "ringtrain bench: unknown benchmark '%s' (compute, allreduce, codec, transfer)\n",
                kind.c_str());
   return 2;
 }
 
 std::vector<std::string> AllBenchFlags() {
   std::vector<std::string> flags;
-  for (const auto& list :
-       {BenchComputeFlagNames(), BenchAllreduceFlagNames(), BenchCodecFlagNames()}) {
+  for (const auto& list : {BenchComputeFlagNames(), BenchAllreduceFlagNames(),
+                           BenchCodecFlagNames(), BenchTransferFlagNames()}) {
     for (const std::string& f : list) {
       bool seen = false;
       for (const std::string& g : flags) seen = seen || g == f;
@@ -42,10 +45,13 @@ std::vector<std::string> AllBenchFlags() {
 const Subcommand& BenchSubcommand() {
   static const Subcommand sub = [] {
     Subcommand s{
-        "bench", "Measure compute, allreduce or codec speed (human table, then one JSON line)",
+        "bench",
+        "Measure compute, allreduce, codec or state-transfer speed (human table, then one JSON "
+        "line)",
         "ringtrain bench compute   [model flags] [--steps N] [--profile]\n"
         "ringtrain bench allreduce --hosts FILE --self HOST:PORT [--size N] [--compress ...]\n"
-        "ringtrain bench codec     [--size N] [--compress ...]",
+        "ringtrain bench codec     [--size N] [--compress ...]\n"
+        "ringtrain bench transfer  --hosts FILE --self HOST:PORT [--size FLOATS] [--iters N]",
         AllBenchFlags(), &RunBench};
     // bench compute times a few steps; --steps is a training length elsewhere.
     s.flag_defaults = {{"steps", "5"}};

@@ -15,4 +15,7 @@ std::vector<std::string> BenchAllreduceFlagNames();
 int RunBenchCodec(const std::vector<std::string>& positional);
 std::vector<std::string> BenchCodecFlagNames();
 
+int RunBenchTransfer(const std::vector<std::string>& positional);
+std::vector<std::string> BenchTransferFlagNames();
+
 }  // namespace rt::cli

@@ -2,12 +2,16 @@
 #include "cluster/state_transfer.h"
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <mutex>
 #include <thread>
 
 #include "absl/strings/str_format.h"
 #include "cluster/state_messages.h"
+#include "core/clock.h"
 #include "core/crc32c.h"
 #include "core/status_macros.h"
 
@@ -24,6 +28,53 @@ absl::Status SupersededError(const std::string& what) {
   return absl::CancelledError(what + ": a newer view superseded this transfer");
 }
 
+absl::Status StopError(const std::string& what) {
+  return absl::CancelledError(what + ": stop requested (signal)");
+}
+
+bool StopAsked(const TransferOptions& options) { return options.stop && options.stop(); }
+
+// While alive, polls options.stop every kSupersededPoll on a thread of its own and, once
+// it says so, fails `conn` with StopError: every receive or send wait of the transfer
+// then returns at once. Destroy it before the connection.
+class StopWatcher {
+ public:
+  StopWatcher(const TransferOptions& options, net::TcpConnection* conn, const std::string& what) {
+    if (!options.stop) return;
+    thread_ = std::thread([this, stop = options.stop, conn, what] {
+      std::unique_lock<std::mutex> lock(mu_);
+      while (!done_) {
+        if (stop()) {
+          fired_ = true;
+          conn->Fail(StopError(what));
+          return;
+        }
+        cv_.wait_for(lock, absl::ToChronoNanoseconds(kSupersededPoll));
+      }
+    });
+  }
+  ~StopWatcher() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  StopWatcher(const StopWatcher&) = delete;
+  StopWatcher& operator=(const StopWatcher&) = delete;
+  bool fired() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return fired_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false, fired_ = false;
+  std::thread thread_;
+};
+
 // Waits for a link, bounded; the pending attempt is cancelled on timeout, or as soon
 // as options.superseded says so.
 absl::StatusOr<std::unique_ptr<net::Link>> AwaitLink(std::shared_ptr<net::PendingLink> p,
@@ -31,10 +82,15 @@ absl::StatusOr<std::unique_ptr<net::Link>> AwaitLink(std::shared_ptr<net::Pendin
                                                      const TransferOptions& options,
                                                      const std::string& what) {
   const absl::Time end = absl::Now() + timeout + absl::Milliseconds(200);
-  while (!p->Wait(options.superseded ? std::min(kSupersededPoll, Left(end)) : Left(end))) {
+  const bool poll = options.superseded || options.stop;
+  while (!p->Wait(poll ? std::min(kSupersededPoll, Left(end)) : Left(end))) {
     if (options.superseded && options.superseded()) {
       p->Cancel();
       return SupersededError(what);
+    }
+    if (StopAsked(options)) {
+      p->Cancel();
+      return StopError(what);
     }
     if (absl::Now() >= end) {
       p->Cancel();
@@ -109,6 +165,7 @@ absl::Status ServeState(const std::shared_ptr<net::TcpNode>& node, int fetcher_r
                         const TransferOptions& options) {
   const std::string what =
       absl::StrFormat("serving %s to %s", source.version.ToString(), node->PeerName(fetcher_rank));
+  Stopwatch watch;
   const absl::Time deadline = absl::Now() + options.total_timeout;
   if (options.chunk_bytes == 0) return absl::InvalidArgumentError(what + ": chunk_bytes is 0");
   ASSIGN_OR_RETURN(
@@ -116,6 +173,7 @@ absl::Status ServeState(const std::shared_ptr<net::TcpNode>& node, int fetcher_r
       AwaitLink(node->AcceptFrom(fetcher_rank, channel, absl::Now() + options.connect_timeout),
                 options.connect_timeout, options, what));
   net::TcpConnection& conn = link->connection();
+  StopWatcher stop(options, &conn, what);
   std::vector<uint8_t> msg;
   RETURN_IF_ERROR(RecvFirstControl(*link, &msg, options, deadline, what));
   ASSIGN_OR_RETURN(const StateRequest request, DecodeStateRequest(msg, what));
@@ -137,9 +195,15 @@ absl::Status ServeState(const std::shared_ptr<net::TcpNode>& node, int fetcher_r
   }
   RETURN_IF_ERROR(conn.SendOwned(net::FrameType::kControl, EncodeStateManifest(manifest)));
 
+  // Chunks queued on the link at once (file comment): the next one is queued once
+  // the kernel took all but window - 1 of them.
+  const size_t window =
+      std::max<uint64_t>(2, options.window_bytes / std::max<uint32_t>(1, options.chunk_bytes));
   std::deque<std::vector<uint8_t>> altered;  // test hook copies, alive until sent
   absl::Status st;
   int chunks = 0;
+  uint64_t bytes_sent = 0;
+  size_t peak_queued = 0;
   for (size_t si = 0; si < source.sections.size() && st.ok(); ++si) {
     const absl::Span<const uint8_t> bytes = source.sections[si].bytes;
     for (size_t off = 0; off < bytes.size() && st.ok(); off += options.chunk_bytes) {
@@ -148,8 +212,19 @@ absl::Status ServeState(const std::shared_ptr<net::TcpNode>& node, int fetcher_r
         link.reset();
         return absl::AbortedError(what + ": closed by the test hook");
       }
+      if (options.test_stall_after_chunks >= 0 && chunks == options.test_stall_after_chunks) {
+        (void)conn.WaitSendsDone(Left(deadline));
+        LingerUntilPeerCloses(*link, Left(deadline));
+        return absl::AbortedError(what + ": stalled by the test hook");
+      }
       absl::Span<const uint8_t> chunk =
           bytes.subspan(off, std::min<size_t>(options.chunk_bytes, bytes.size() - off));
+      if (chunks++ == options.test_skip_chunk) continue;
+      // Bounded by the total only, like the wait for the last chunks below: on a slow
+      // link one writer batch (the whole window) may take longer than idle_timeout to
+      // hand over; a fetcher that fails closes the link, which ends the wait at once.
+      st = conn.WaitSendsAtMost(window - 1, Left(deadline));
+      if (!st.ok()) break;
       const StateChunkHeader header{static_cast<uint32_t>(si), off,
                                     static_cast<uint32_t>(chunk.size()),
                                     Crc32c(chunk.data(), chunk.size())};
@@ -162,7 +237,8 @@ absl::Status ServeState(const std::shared_ptr<net::TcpNode>& node, int fetcher_r
       }
       st = conn.SendOwned(net::FrameType::kControl, EncodeStateChunkHeader(header));
       if (st.ok()) st = conn.SendData(chunk, 0);
-      ++chunks;
+      if (st.ok()) bytes_sent += chunk.size();
+      peak_queued = std::max(peak_queued, conn.pending_data_messages());
     }
   }
   // Every data frame refers to the caller's bytes: wait until they are handed over
@@ -174,11 +250,17 @@ absl::Status ServeState(const std::shared_ptr<net::TcpNode>& node, int fetcher_r
     (void)conn.WaitSendsDone(absl::Seconds(5));
     st = sent;
   }
+  if (stop.fired()) return StopError(what);
   if (!st.ok()) return absl::Status(st.code(), absl::StrFormat("%s: %s", what, st.message()));
 
   RETURN_IF_ERROR(RecvControl(*link, &msg, options.idle_timeout, deadline, what));
   ASSIGN_OR_RETURN(const StateAck ack, DecodeStateAck(msg, what));
   if (!ack.ok) return absl::DataLossError(what + ": the fetcher refused the copy: " + ack.reason);
+  if (options.stats != nullptr) {
+    options.stats->seconds = watch.ElapsedSeconds();
+    options.stats->bytes = bytes_sent;
+    options.stats->peak_queued_chunks = peak_queued;
+  }
   return absl::OkStatus();
 }
 
@@ -186,15 +268,20 @@ absl::Status ServeState(const std::shared_ptr<net::TcpNode>& node, int fetcher_r
 
 namespace {
 
+// Receives every chunk straight into its place in out's sections (no copy), checking
+// order, sizes and checksums. *first_chunk_s: when the first chunk's header arrived
+// (watch's seconds), -1 if none did.
 absl::Status ReceiveSections(net::Link& link, StateSnapshot* out, uint32_t chunk_bytes,
                              const std::vector<uint32_t>& crcs, const TransferOptions& options,
-                             absl::Time deadline, const std::string& what) {
-  std::vector<uint8_t> msg, data;
+                             absl::Time deadline, const std::string& what, const Stopwatch& watch,
+                             double* first_chunk_s) {
+  std::vector<uint8_t> msg;
   for (size_t si = 0; si < out->sections.size(); ++si) {
     StateSection& s = out->sections[si];
     uint32_t crc = 0;
     for (size_t off = 0; off < s.bytes.size();) {
       RETURN_IF_ERROR(RecvControl(link, &msg, options.idle_timeout, deadline, what));
+      if (*first_chunk_s < 0) *first_chunk_s = watch.ElapsedSeconds();
       ASSIGN_OR_RETURN(const StateChunkHeader chunk, DecodeStateChunkHeader(msg, what));
       const uint32_t section = chunk.section, n = chunk.bytes, chunk_crc = chunk.crc32c;
       const uint64_t offset = chunk.offset;
@@ -205,23 +292,19 @@ absl::Status ReceiveSections(net::Link& link, StateSnapshot* out, uint32_t chunk
             "offset %d (%d bytes)",
             what, section, offset, n, si, off, expect));
       }
-      absl::Status st =
-          link.connection().RecvData(&data, std::min(options.idle_timeout, Left(deadline)));
+      // The header's size equals the place's: a data frame of another size is refused
+      // (DataLoss) before any of it is written there.
+      uint8_t* place = s.bytes.data() + off;
+      absl::Status st = link.connection().RecvDataInto(
+          absl::MakeSpan(place, n), std::min(options.idle_timeout, Left(deadline)));
       if (!st.ok()) return absl::Status(st.code(), absl::StrFormat("%s: %s", what, st.message()));
-      if (data.size() != n) {
-        return absl::DataLossError(
-            absl::StrFormat("%s: chunk of section '%s' at %d has %d bytes, "
-                            "its header says %d",
-                            what, s.name, off, data.size(), n));
-      }
-      const uint32_t got = Crc32c(data.data(), data.size());
+      const uint32_t got = Crc32c(place, n);
       if (got != chunk_crc) {
         return absl::DataLossError(absl::StrFormat(
             "%s: corrupt chunk of section '%s' at offset %d (crc32c 0x%08x, expected 0x%08x)", what,
             s.name, off, got, chunk_crc));
       }
-      std::memcpy(s.bytes.data() + off, data.data(), n);
-      crc = Crc32cExtend(crc, data.data(), n);
+      crc = Crc32cExtend(crc, place, n);
       off += n;
     }
     if (crc != crcs[si]) {
@@ -240,16 +323,20 @@ absl::StatusOr<StateSnapshot> FetchState(const std::shared_ptr<net::TcpNode>& no
                                          const TransferOptions& options) {
   const std::string what =
       absl::StrFormat("fetching %s from %s", want.ToString(), node->PeerName(source_rank));
+  Stopwatch watch;
   const absl::Time deadline = absl::Now() + options.total_timeout;
   ASSIGN_OR_RETURN(
       std::unique_ptr<net::Link> link,
       AwaitLink(node->ConnectTo(source_rank, channel, absl::Now() + options.connect_timeout),
                 options.connect_timeout, options, what));
   net::TcpConnection& conn = link->connection();
+  StopWatcher stop(options, &conn, what);
   RETURN_IF_ERROR(conn.SendOwned(net::FrameType::kControl, EncodeStateRequest({want})));
 
   std::vector<uint8_t> msg;
-  RETURN_IF_ERROR(RecvFirstControl(*link, &msg, options, deadline, what));
+  absl::Status first = RecvFirstControl(*link, &msg, options, deadline, what);
+  if (stop.fired()) return StopError(what);
+  RETURN_IF_ERROR(first);
   ASSIGN_OR_RETURN(StateManifest manifest, DecodeStateManifest(msg, options.max_total_bytes, what));
   if (!manifest.ok) {
     return absl::FailedPreconditionError(what + ": the source refused: " + manifest.reason);
@@ -263,18 +350,28 @@ absl::StatusOr<StateSnapshot> FetchState(const std::shared_ptr<net::TcpNode>& no
   snap.version = manifest.version;
   const uint32_t chunk_bytes = manifest.chunk_bytes;
   std::vector<uint32_t> crcs;
+  uint64_t total = 0;
   for (StateManifestEntry& e : manifest.sections) {
     crcs.push_back(e.crc32c);
+    total += e.bytes;
     snap.sections.push_back({std::move(e.name), std::vector<uint8_t>(e.bytes)});
   }
 
-  absl::Status st = ReceiveSections(*link, &snap, chunk_bytes, crcs, options, deadline, what);
+  double first_chunk_s = -1;
+  absl::Status st = ReceiveSections(*link, &snap, chunk_bytes, crcs, options, deadline, what, watch,
+                                    &first_chunk_s);
+  if (stop.fired()) return StopError(what);
   if (conn.status().ok()) {
     (void)conn.SendOwned(net::FrameType::kControl,
                          EncodeStateAck({st.ok(), st.ok() ? "" : std::string(st.message())}));
     LingerUntilPeerCloses(*link, std::min(options.idle_timeout, absl::Seconds(2)));
   }
   if (!st.ok()) return st;
+  if (options.stats != nullptr) {
+    options.stats->seconds = watch.ElapsedSeconds();
+    options.stats->first_chunk_s = first_chunk_s;
+    options.stats->bytes = total;
+  }
   return snap;
 }
 

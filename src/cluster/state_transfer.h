@@ -13,6 +13,14 @@
 //   source -> fetcher  per chunk, in order: ChunkHeader {section, offset, bytes,
 //                                crc32c} (control) + the bytes (data)
 //   fetcher -> source  Ack {ok, reason} once every section verified
+// The chunks stream: the source never waits for the fetcher between them, so on a
+// link with a long round trip the transfer runs at the link's rate once TCP's window
+// has grown (what is in flight on the wire is bounded by the socket buffers, which
+// ring links size for a bandwidth-delay product: net/socket_tuning.h). Above the
+// kernel the source keeps at most TransferOptions::window_bytes of chunks queued on
+// the link: on a sealed link each queued chunk is a sealed copy of the state, so
+// queuing every chunk at once (as before) held a second copy of the whole state per
+// fetcher. The fetcher reads each chunk straight into its place in the snapshot.
 // The source refuses (Manifest ok = 0, reason) when it does not hold exactly `want`:
 // the fetcher then fails with FailedPrecondition, and the trainer reports
 // Membership::OnStateTransferFailed. Corrupt chunks or sections are DataLoss; a
@@ -61,12 +69,28 @@ struct StateSnapshot {
   StateSource AsSource() const;  // serve it on (spans into this snapshot)
 };
 
+// What one transfer measured (TransferOptions::stats; tests and `bench transfer`).
+struct TransferStats {
+  double seconds = 0;             // the whole ServeState / FetchState call
+  double first_chunk_s = -1;      // fetcher: from the call to the first chunk's arrival (link,
+                                  // handshake, request and manifest: a few round trips)
+  uint64_t bytes = 0;             // section bytes sent / received and verified
+  size_t peak_queued_chunks = 0;  // source: most chunks queued on the link at once
+};
+
 struct TransferOptions {
   absl::Duration connect_timeout = absl::Seconds(10);  // to get the link
   absl::Duration idle_timeout = absl::Seconds(10);     // longest silence mid-transfer
   absl::Duration total_timeout = absl::Minutes(10);    // the whole transfer
   uint32_t chunk_bytes = 4 << 20;                      // source side
-  uint64_t max_total_bytes = 64ull << 30;              // fetcher refuses bigger manifests
+  // Source side: chunks queued on the link (sealed, on a sealed link) before the kernel
+  // took them, at most this many bytes (and at least 2 chunks, so that the link's
+  // writer always has the next one while the source queues another). The kernel's send
+  // buffer holds what is in flight on the wire (up to 32 MB on ring links, more than a
+  // bandwidth-delay product of 1 Gbit/s at 128 ms), so a larger window adds memory, not
+  // rate.
+  uint64_t window_bytes = 16 << 20;
+  uint64_t max_total_bytes = 64ull << 30;  // fetcher refuses bigger manifests
   // Polled (every kSupersededPoll) while either side waits for the link and for the
   // other side's first message: true once a newer view made this transfer pointless.
   // Without it a fetcher still handling an older view (its decisions are handled in
@@ -74,11 +98,23 @@ struct TransferOptions {
   // and every view proposed meanwhile went stale the same way. The transfer then
   // fails with Cancelled, and the caller handles the newer decision. Empty: never.
   std::function<bool()> superseded;
+  // Polled (every kSupersededPoll) for the whole transfer, on either side: true once
+  // this process was asked to stop (SIGTERM). The transfer then fails at once with
+  // Cancelled ("stop requested"), whatever it was waiting for: a joiner fetching a
+  // large state over a slow link used to ignore the signal until the transfer ended.
+  // Empty: never.
+  std::function<bool()> stop;
+  // Filled in by the call when set (one transfer per TransferStats).
+  TransferStats* stats = nullptr;
   // Test hooks (source side): flip one byte of the data sent at this offset of
   // section 0 (its checksum stays that of the true bytes); stop sending after this
-  // many chunks and close the link.
+  // many chunks and close the link; leave out the chunk of this index (counted over
+  // all sections); stop sending after this many chunks and keep the link open (silent)
+  // until the fetcher closes it or the total timeout passes.
   int64_t test_flip_byte_at = -1;
   int test_close_after_chunks = -1;
+  int test_skip_chunk = -1;
+  int test_stall_after_chunks = -1;
 };
 
 // Serves `source` to the peer of hosts-file rank `fetcher_rank`, once. Refuses (and

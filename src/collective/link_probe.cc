@@ -17,7 +17,17 @@
 namespace rt::collective {
 namespace {
 
-enum Tag : uint8_t { kGo = 1, kPing = 2, kPong = 3, kStream = 4, kRate = 5, kRtt = 6, kAck = 7 };
+// kGo carries the acceptor's matrix digest, kDigest the dialer's (8 bytes each).
+enum Tag : uint8_t {
+  kGo = 1,
+  kPing = 2,
+  kPong = 3,
+  kStream = 4,
+  kRate = 5,
+  kRtt = 6,
+  kAck = 7,
+  kDigest = 8
+};
 
 // One side of the probe of one pair, over its own link.
 class PairProbe {
@@ -28,9 +38,17 @@ class PairProbe {
         options_(options),
         payload_(std::max<size_t>(options.max_chunk_bytes, 1024), 0x5a) {}
 
-  // Dialer side: returns (rtt_s, bandwidth to peer, bandwidth from peer).
-  absl::Status RunDialer(double* rtt_s, double* bw_out, double* bw_in) {
-    RETURN_IF_ERROR(Expect(kGo, nullptr));
+  // Dialer side: returns (rtt_s, bandwidth to peer, bandwidth from peer), or *reused
+  // when both sides hold the same known matrix (`digest`, LinkMatrixDigest).
+  absl::Status RunDialer(uint64_t digest, bool* reused, double* rtt_s, double* bw_out,
+                         double* bw_in) {
+    uint64_t theirs = 0;
+    RETURN_IF_ERROR(ExpectDigest(kGo, &theirs));
+    RETURN_IF_ERROR(SendMessage(kDigest, &digest, sizeof(digest)));
+    if (digest != 0 && digest == theirs) {
+      *reused = true;
+      return Flush();
+    }
     RETURN_IF_ERROR(MeasureRtt(rtt_s));
     RETURN_IF_ERROR(SendMessage(kRtt, *rtt_s));
     RETURN_IF_ERROR(SendStreams(bw_out));
@@ -39,8 +57,15 @@ class PairProbe {
     return Flush();
   }
 
-  absl::Status RunAcceptor(double* rtt_s, double* bw_out, double* bw_in) {
-    RETURN_IF_ERROR(SendMessage(kGo, 0));
+  absl::Status RunAcceptor(uint64_t digest, bool* reused, double* rtt_s, double* bw_out,
+                           double* bw_in) {
+    RETURN_IF_ERROR(SendMessage(kGo, &digest, sizeof(digest)));
+    uint64_t theirs = 0;
+    RETURN_IF_ERROR(ExpectDigest(kDigest, &theirs));
+    if (digest != 0 && digest == theirs) {
+      *reused = true;
+      return Flush();
+    }
     for (int i = 0; i <= options_.pings; ++i) {
       RETURN_IF_ERROR(Receive());
       RETURN_IF_ERROR(CheckTag(kPing, std::max<size_t>(options_.ping_bytes, 9)));
@@ -265,6 +290,13 @@ class PairProbe {
     RETURN_IF_ERROR(Receive());
     return ParseValue(tag, value);
   }
+  // Receives a message carrying a matrix digest (any 64 bits).
+  absl::Status ExpectDigest(Tag tag, uint64_t* digest) {
+    RETURN_IF_ERROR(Receive());
+    RETURN_IF_ERROR(CheckTag(tag, 1 + sizeof(uint64_t)));
+    std::memcpy(digest, in_.data() + 1, sizeof(uint64_t));
+    return absl::OkStatus();
+  }
   // Checks the message in in_ and reads its double.
   absl::Status ParseValue(Tag tag, double* value) {
     RETURN_IF_ERROR(CheckTag(tag, 1 + sizeof(double)));
@@ -355,6 +387,20 @@ absl::StatusOr<LinkMatrix> ShareLinkRows(net::RingTransport& ring, const LinkMat
   return all;
 }
 
+uint64_t LinkMatrixDigest(const LinkMatrix* m, int self_rank) {
+  if (m == nullptr || m->IndexOf(self_rank) < 0) return 0;
+  // FNV-1a over the peers and the doubles' bits: all members hold the same bytes.
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto mix = [&h](const void* p, size_t n) {
+    const uint8_t* b = static_cast<const uint8_t*>(p);
+    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 0x100000001b3ull;
+  };
+  for (int peer : m->peers) mix(&peer, sizeof(peer));
+  for (const auto& row : m->bandwidth_bps) mix(row.data(), row.size() * sizeof(double));
+  for (const auto& row : m->rtt_s) mix(row.data(), row.size() * sizeof(double));
+  return h == 0 ? 1 : h;
+}
+
 absl::StatusOr<LinkMatrix> ProbeLinks(net::TcpNode& node, net::RingTransport& ring,
                                       const ProbeOptions& options, ProbeStats* stats) {
   Stopwatch watch;
@@ -370,6 +416,11 @@ absl::StatusOr<LinkMatrix> ProbeLinks(net::TcpNode& node, net::RingTransport& ri
   mine.peers = peers;
   mine.bandwidth_bps.assign(n, std::vector<double>(n, 0.0));
   mine.rtt_s.assign(n, std::vector<double>(n, 0.0));
+
+  // Pairs whose two peers hold the same matrix keep their figures (link_probe.h
+  // "Reuse"): the two exchange their digests at the start of the pair.
+  const uint64_t digest = LinkMatrixDigest(options.known, peers[self]);
+  int pairs_probed = 0, pairs_reused = 0;
 
   const auto schedule = ProbeSchedule(n);
   uint64_t streamed = 0;
@@ -402,8 +453,22 @@ absl::StatusOr<LinkMatrix> ProbeLinks(net::TcpNode& node, net::RingTransport& ri
     AbortWatch abort_watch(options.abort, &link->connection());
     PairProbe probe(*link, options);
     double rtt = 0, bw_out = 0, bw_in = 0;
-    RETURN_IF_ERROR(dialer ? probe.RunDialer(&rtt, &bw_out, &bw_in)
-                           : probe.RunAcceptor(&rtt, &bw_out, &bw_in));
+    bool reused = false;
+    RETURN_IF_ERROR(dialer ? probe.RunDialer(digest, &reused, &rtt, &bw_out, &bw_in)
+                           : probe.RunAcceptor(digest, &reused, &rtt, &bw_out, &bw_in));
+    if (reused) {
+      // Equal digests: both hold this matrix, and it has both of them.
+      const int i = options.known->IndexOf(peers[self]);
+      const int j = options.known->IndexOf(peers[partner]);
+      if (i < 0 || j < 0) return absl::InternalError("link probe: reused pair not in the matrix");
+      mine.bandwidth_bps[self][partner] = options.known->bandwidth_bps[i][j];
+      mine.rtt_s[self][partner] = options.known->rtt_s[i][j];
+      ++pairs_reused;
+      LogDebug("link probe round %d: reused the figures of the link to %s", r,
+               node.PeerName(peers[partner]));
+      continue;
+    }
+    ++pairs_probed;
     streamed += probe.bytes_streamed();
     mine.bandwidth_bps[self][partner] = bw_out;
     mine.rtt_s[self][partner] = rtt;
@@ -411,11 +476,16 @@ absl::StatusOr<LinkMatrix> ProbeLinks(net::TcpNode& node, net::RingTransport& ri
              node.PeerName(peers[partner]), bw_out / 1e6, bw_in / 1e6, rtt * 1e3);
   }
   ASSIGN_OR_RETURN(LinkMatrix all, ShareLinkRows(ring, mine, self, options.timeout));
-  LogInfo("link probe: %d peers in %d rounds took %.1f ms", n, schedule.size(), watch.ElapsedMs());
+  LogInfo(
+      "link probe: %d peers in %d rounds took %.1f ms (this peer's links: %d measured, %d "
+      "reused from the previous probe)",
+      n, schedule.size(), watch.ElapsedMs(), pairs_probed, pairs_reused);
   if (stats) {
     stats->seconds = watch.ElapsedSeconds();
     stats->rounds = static_cast<int>(schedule.size());
     stats->bytes_streamed = streamed;
+    stats->pairs_probed = pairs_probed;
+    stats->pairs_reused = pairs_reused;
   }
   return all;
 }

@@ -8,7 +8,7 @@
 // a pair starts timing only after the acceptor says "go", i.e. when both are free.
 //
 // Per pair (all messages are data frames on the pair's own link):
-//   1. acceptor sends GO;
+//   1. acceptor sends GO (with its matrix digest, see "Reuse"), the dialer its digest;
 //   2. RTT: the dialer sends `pings` + 1 pings of `ping_bytes` and times the echoes
 //      (first one untimed); RTT = minimum (the median may include queueing behind
 //      other pairs' streams on a shared pipe); the dialer tells the acceptor;
@@ -28,6 +28,22 @@
 //   4. the acceptor acknowledges and both close the pair's link.
 // Then each peer contributes its row (its outgoing bandwidths and RTTs) to an
 // allgather over `ring`, and every peer assembles the same bytes into the matrix.
+//
+// Reuse (ProbeOptions::known): a ring whose membership changed would probe every
+// link again, ~25 s per probe on internet-like links (8 streams of >= 4 RTT per
+// direction and pair), and a rejoin pays it twice (the survivors' view, then the
+// view with the returning peer). Given the last matrix this peer shared, each pair
+// starts by exchanging a digest of it (the acceptor's in GO, the dialer's in its
+// answer); a pair whose two peers hold the same matrix (equal digests: every member
+// of a probe holds the same bytes) is not measured again, its figures are taken from
+// that matrix and the pair's link closes after those two messages (a few round trips
+// instead of the streams). Only pairs with a peer that holds another matrix or none (a
+// restarted process, a new host, a peer that missed a probe) are measured. The
+// tournament keeps its rounds, so a joining peer still measures its N - 1 links one
+// after the other; the survivors of a departure measure nothing. What goes stale: a reused
+// figure is as old as the probe that measured it, so a link whose speed changed since
+// (cross traffic, a provider's throttling) keeps its old figure until a probe without
+// `known` (--probe-every) measures every link again.
 //
 // Every peer in `peers` must call ProbeLinks with equal options at the same point of
 // its run (e.g. a step boundary), while no collective is running on `ring`. Failures
@@ -63,6 +79,9 @@ struct ProbeOptions {
   absl::Duration stream_time = absl::Milliseconds(40);  // timed half of a stream
   absl::Duration timeout = absl::Seconds(30);           // per link setup and per receive
   AbortSignal* abort = nullptr;  // optional: Abort() makes the probe fail promptly
+  // Optional: the last matrix this peer shared (see "Reuse" above); pairs of peers that
+  // hold the same one are not probed again. Every peer passes its own (or none).
+  const LinkMatrix* known = nullptr;
 };
 
 // Round r of the tournament for n peers: disjoint pairs (a, b), a < b, of indices
@@ -73,7 +92,13 @@ struct ProbeStats {
   double seconds = 0;           // wall time of the whole probe, sharing included
   int rounds = 0;               // tournament rounds
   uint64_t bytes_streamed = 0;  // by this peer (both streams of all its pairs)
+  int pairs_probed = 0;         // this peer's links measured
+  int pairs_reused = 0;         // this peer's links whose figures came from `known`
 };
+
+// The digest of a matrix that decides reuse: 0 for none (no matrix, or one without
+// `self_rank`), else a hash of its peers and every double's bits (never 0).
+uint64_t LinkMatrixDigest(const LinkMatrix* m, int self_rank);
 
 // Measures this peer's links (node.self_rank() must be in peers) and shares the
 // matrix over `ring` (whose members are `peers`, any order). *stats is optional.

@@ -33,7 +33,9 @@ inline constexpr uint32_t kFrameMagic = 0x31465452u;  // "RTF1" in memory order
 // Version 2: the link probe's streams grow until one lasts long enough (a receiver
 // asks for up to 8 per direction, version 1 senders answered exactly 2), so peers of
 // versions 1 and 2 would fail in the probe; they fail at their first frame instead.
-inline constexpr uint16_t kWireVersion = 2;
+// Version 3: a link probe's pair starts with both peers' matrix digests (links measured
+// together before are not probed again), so version 2 peers would fail in the probe.
+inline constexpr uint16_t kWireVersion = 3;
 inline constexpr size_t kFrameHeaderBytes = 48;
 inline constexpr uint64_t kDefaultMaxPayloadBytes = 256ull << 20;  // 256 MiB (data frames)
 inline constexpr size_t kFrameTagBytes = 16;         // AES-GCM tag after a sealed payload

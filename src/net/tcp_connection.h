@@ -123,6 +123,13 @@ class TcpConnection : public std::enable_shared_from_this<TcpConnection> {
   // closed (then the connection's error): after any result but DeadlineExceeded no
   // write still reads a caller's bytes.
   absl::Status WaitSendsDone(absl::Duration timeout);
+  // The same, until at most `frames` data messages are still queued (not yet handed
+  // to the kernel whole): a sender that keeps a bounded window of messages in flight
+  // queues the next one after this. OK once at most `frames` remain; the messages
+  // already handed over no longer read the caller's bytes.
+  absl::Status WaitSendsAtMost(size_t frames, absl::Duration timeout);
+  // Data messages queued and not yet handed to the kernel whole (any thread).
+  size_t pending_data_messages() const;
   absl::Status RecvData(std::vector<uint8_t>* message, absl::Duration timeout);
   // The next data message into `dst` (exactly its size, else DataLoss naming both
   // sizes). When it was announced with PostRecvsInto, or has not started to arrive

@@ -104,13 +104,23 @@ absl::Status TcpConnection::SendData(absl::Span<const uint8_t> data, uint8_t cod
 }
 
 absl::Status TcpConnection::WaitSendsDone(absl::Duration timeout) {
+  return WaitSendsAtMost(0, timeout);
+}
+
+size_t TcpConnection::pending_data_messages() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pending_data_;
+}
+
+absl::Status TcpConnection::WaitSendsAtMost(size_t frames, absl::Duration timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   // On failure, wait until the io thread closed the socket: only then is no write
   // still reading the caller's bytes.
   // DeadlineExceeded therefore means "a write may still read them", any other error
   // that none does (callers that free their buffers on errors rely on it).
-  bool done = WaitFor(cv_, lock, timeout, [&] { return pending_data_ == 0 || closed_; });
+  bool done = WaitFor(cv_, lock, timeout, [&] { return pending_data_ <= frames || closed_; });
   if (pending_data_ == 0) return absl::OkStatus();  // all handed over, even if it failed since
+  if (pending_data_ <= frames && error_.ok()) return absl::OkStatus();
   if (!done) {
     return absl::DeadlineExceededError(
         absl::StrFormat("%d message(s) to %s not sent within %s%s", pending_data_, peer_name_,

@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "core/status_macros.h"
 #include "train/elastic_reducer_internal.h"
+#include "train/stop_signals.h"
 
 namespace rt::train {
 using cluster::PeerNames;
@@ -58,6 +59,11 @@ absl::Status ElasticReducer::Install(const cluster::Decision& d) {
   }
   if (d.need_state) {
     Stopwatch watch;
+    // A peer that has not trained yet (a joiner) leaves on a stop request at once, as
+    // FormRing does, instead of after the whole transfer (minutes for a large model
+    // on a slow link). Once it has trained, a stop waits for the ring (the stop vote).
+    const bool watch_stop = options_.watch_signals && last_step_ms_ < 0;
+    if (watch_stop) transfer.stop = [] { return StopRequested(); };
     if (options_.board) {
       options_.board->SetActivity("receiving_state",
                                   absl::StrCat(a.resume.ToString(), " from ", a.source));
@@ -65,6 +71,12 @@ absl::Status ElasticReducer::Install(const cluster::Decision& d) {
     absl::StatusOr<cluster::StateSnapshot> snap = cluster::FetchAgreedState(node, d, transfer);
     if (options_.board) options_.board->SetActivity("");
     absl::Status st = snap.ok() ? LoadSnapshot(*snap) : snap.status();
+    if (absl::IsCancelled(st) && watch_stop && StopRequested()) {
+      // AtStepBoundary, finding no ring and the stop request, leaves the job.
+      LogInfo("state transfer: stop requested while fetching %s from %s: giving up the transfer",
+              a.resume.ToString(), a.source);
+      return absl::OkStatus();
+    }
     if (absl::IsCancelled(st) && service->ViewSuperseded()) {
       // Not a failure to report: the queued decision replaces this view.
       LogInfo("state transfer: view epoch %d was superseded before %s arrived", v.epoch,

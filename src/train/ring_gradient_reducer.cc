@@ -161,11 +161,15 @@ absl::Status RingGradientReducer::Probe() {
   o.salt = options_.comm.channel_salt;
   o.reform = options_.comm.reorder;
   o.probe.abort = abort_.get();
+  // The first probe of this ring reuses what its peers measured together before (a
+  // view change); later ones (--probe-every) measure every link again.
+  if (probe_index_ == 0 && carried_->links) o.probe.known = &*carried_->links;
   const int before = rank();
   Stopwatch watch;
   ASSIGN_OR_RETURN(collective::ReorderResult r,
                    collective::ProbeAndReorder(*tcp_, probe_index_++, o));
   retired_bytes_ += r.probe_stats.bytes_streamed;
+  carried_->links = r.matrix;
   for (const std::string& line : collective::DescribeLinkMatrix(r.matrix)) LogInfo("%s", line);
   if (r.ring != nullptr) {
     RETURN_IF_ERROR(buckets()->SetRing(r.ring.get()));
@@ -177,9 +181,10 @@ absl::Status RingGradientReducer::Probe() {
   probed_ = true;
   last_probe_step_ = step_;
   LogInfo(
-      "link probe %d at step %d: %.2f s (%d rounds); ring in use: %s; this peer at position "
-      "%d (was %d)",
+      "link probe %d at step %d: %.2f s (%d rounds, %d pairs measured, %d reused); ring in use: "
+      "%s; this peer at position %d (was %d)",
       probe_index_ - 1, step_ + 1, watch.ElapsedSeconds(), r.probe_stats.rounds,
+      r.probe_stats.pairs_probed, r.probe_stats.pairs_reused,
       collective::DescribeRing(r.matrix, tcp_->order()), rank(), before);
   return absl::OkStatus();
 }

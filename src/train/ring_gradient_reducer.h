@@ -122,6 +122,11 @@ struct CarriedCommState {
   double backward_s = -1, compute_s = -1;
   int peers = 0;
   int64_t param_allgathers = 0;  // AllgatherOwned calls on a ring (the test fault counts them)
+  // The matrix of the last link probe this peer took part in. The first probe of a
+  // later view's ring measures only the links between peers that do not hold the same
+  // matrix (collective/link_probe.h "Reuse"): after a peer leaves, nothing; after one
+  // joins, its own links. Probes every --probe-every steps measure every link again.
+  std::optional<collective::LinkMatrix> links;
 };
 
 // A test fault (RingReducerOptions::test_stop_in_allgather; RINGTRAIN_TEST_STOP_IN_ALLGATHER

@@ -1,6 +1,8 @@
-// State transfer over loopback links: a few MB arrive bit-exact; a refused version,
-// a corrupt chunk, a silent source and a source that dies mid-transfer give clear
-// errors within their bounds.
+// State transfer over loopback links: a few MB arrive bit-exact; hundreds of small
+// chunks streamed through a window of a few (plain and sealed links) arrive bit-exact
+// and the source never queues more than its window; a refused version, a corrupt
+// chunk, a chunk left out, a silent source and a source that dies mid-transfer give
+// clear errors within their bounds; a stop request ends either side at once.
 #include "cluster/state_transfer.h"
 
 #include <doctest/doctest.h>
@@ -17,10 +19,14 @@ namespace rt::cluster {
 namespace {
 
 struct Pair {
+  explicit Pair(bool sealed = false) : encrypt(sealed) {}
+  bool encrypt;
   std::vector<net::HostEntry> hosts = net::testing::LoopbackHosts(2);
   std::shared_ptr<net::TcpNode> a = Start(0), b = Start(1);
   std::shared_ptr<net::TcpNode> Start(int rank) {
-    auto n = net::TcpNode::Start(testing::LoopbackNodeOptions(hosts, rank));
+    net::TcpNodeOptions o = testing::LoopbackNodeOptions(hosts, rank);
+    o.encrypt = encrypt;
+    auto n = net::TcpNode::Start(o);
     REQUIRE_MESSAGE(n.ok(), n.status().ToString());
     return *n;
   }
@@ -78,6 +84,129 @@ TEST_CASE("a few MB of state arrive bit-exact, section by section") {
   // The received snapshot can be served on (a member that fetched serves the next).
   StateSource again = got->AsSource();
   CHECK(again.sections[0].bytes.data() == got->sections[0].bytes.data());
+}
+
+TEST_CASE("hundreds of chunks stream through a window of four and arrive bit-exact") {
+  // 4 KB chunks and a 16 KB window: the source queues a chunk only once the kernel took
+  // all but three, so at most four wait on the link at any time; the fetcher reads each
+  // straight into its place. Section sizes that are not multiples of the chunk size
+  // (and an empty one) check the offsets at every boundary.
+  for (const bool sealed : {false, true}) {
+    CAPTURE(sealed);
+    Pair p(sealed);
+    const auto params = RandomBytes((1 << 20) + 123, 11), moments = RandomBytes(300000, 12),
+               tail = RandomBytes(4095, 13);
+    StateSource src{{6, 50},
+                    {{"params", params}, {"empty", {}}, {"moments", moments}, {"tail", tail}}};
+    TransferOptions o = Quick();
+    o.chunk_bytes = 4096;
+    o.window_bytes = 4 * 4096;
+    TransferStats served_stats, fetched_stats;
+    TransferOptions serve_o = o, fetch_o = o;
+    serve_o.stats = &served_stats;
+    fetch_o.stats = &fetched_stats;
+    absl::Status served;
+    std::thread t([&] { served = ServeState(p.a, 1, StateChannel(6), src, serve_o); });
+    auto got = FetchState(p.b, 0, StateChannel(6), {6, 50}, fetch_o);
+    t.join();
+    REQUIRE_MESSAGE(got.ok(), got.status().ToString());
+    CHECK_MESSAGE(served.ok(), served.ToString());
+    CHECK(got->Find("params")->bytes == params);
+    CHECK(got->Find("empty")->bytes.empty());
+    CHECK(got->Find("moments")->bytes == moments);
+    CHECK(got->Find("tail")->bytes == tail);
+    const uint64_t total = params.size() + moments.size() + tail.size();
+    CHECK(served_stats.bytes == total);
+    CHECK(fetched_stats.bytes == total);
+    CHECK(fetched_stats.first_chunk_s >= 0);
+    CHECK(fetched_stats.first_chunk_s <= fetched_stats.seconds);
+    // Sealed: each queued chunk is a sealed copy, so the window bounds that memory.
+    CHECK(served_stats.peak_queued_chunks >= 1);
+    CHECK(served_stats.peak_queued_chunks <= 4);
+  }
+}
+
+TEST_CASE("a chunk left out is refused as out of order, on both sides") {
+  Pair p;
+  const auto bytes = RandomBytes(64 << 10, 14);
+  StateSource src{{1, 8}, {{"params", bytes}}};
+  TransferOptions o = Quick();
+  o.chunk_bytes = 4096;
+  o.test_skip_chunk = 3;
+  absl::Status served;
+  std::thread t([&] { served = ServeState(p.a, 1, StateChannel(1), src, o); });
+  auto got = FetchState(p.b, 0, StateChannel(1), {1, 8}, o);
+  t.join();
+  REQUIRE_FALSE(got.ok());
+  CHECK(absl::IsDataLoss(got.status()));
+  CHECK_MESSAGE(got.status().message().find("chunk out of order: got section 0 offset 16384") !=
+                    std::string::npos,
+                got.status().ToString());
+  CHECK(absl::IsDataLoss(served));
+  CHECK(served.message().find("refused the copy") != std::string::npos);
+}
+
+TEST_CASE("a stop request ends a transfer at once, whatever it waits for") {
+  // SIGTERM reaches a fetcher in the middle of a long transfer (here: a source that
+  // stalls after two chunks, or never answers) or a source waiting for its fetcher:
+  // both end within a poll with Cancelled, not after their 10 s timeouts.
+  Pair p;
+  const auto bytes = RandomBytes(1 << 20, 15);
+  StateSource src{{3, 9}, {{"params", bytes}}};
+  TransferOptions o = Quick();
+  o.chunk_bytes = 4096;
+  o.connect_timeout = absl::Seconds(10);
+  o.idle_timeout = absl::Seconds(10);
+  std::atomic<bool> stop{false};
+  std::thread flip([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    stop = true;
+  });
+  SUBCASE("fetcher: the source stalls mid-transfer") {
+    TransferOptions serve_o = o;
+    serve_o.test_stall_after_chunks = 2;
+    absl::Status served;
+    std::thread t([&] { served = ServeState(p.a, 1, StateChannel(3), src, serve_o); });
+    TransferOptions fetch_o = o;
+    fetch_o.stop = [&] { return stop.load(); };
+    Stopwatch w;
+    auto got = FetchState(p.b, 0, StateChannel(3), {3, 9}, fetch_o);
+    const double s = w.ElapsedSeconds();
+    t.join();
+    REQUIRE_FALSE(got.ok());
+    CHECK_MESSAGE(absl::IsCancelled(got.status()), got.status().ToString());
+    CHECK(got.status().message().find("stop requested") != std::string::npos);
+    CHECK(s < 2);
+    CHECK_FALSE(served.ok());  // the stalled source saw the fetcher close
+  }
+  SUBCASE("fetcher: the source accepted the link and never answers") {
+    std::unique_ptr<net::Link> held;
+    std::thread t([&] {
+      auto pending = p.a->AcceptFrom(1, StateChannel(3), absl::Now() + absl::Seconds(3));
+      if (pending->Wait(absl::Seconds(3))) {
+        auto l = pending->Take();
+        if (l.ok()) held = *std::move(l);
+      }
+    });
+    TransferOptions fetch_o = o;
+    fetch_o.stop = [&] { return stop.load(); };
+    Stopwatch w;
+    auto got = FetchState(p.b, 0, StateChannel(3), {3, 9}, fetch_o);
+    t.join();
+    REQUIRE_FALSE(got.ok());
+    CHECK_MESSAGE(absl::IsCancelled(got.status()), got.status().ToString());
+    CHECK(w.ElapsedSeconds() < 2);
+  }
+  SUBCASE("source: the fetcher never comes") {
+    TransferOptions serve_o = o;
+    serve_o.stop = [&] { return stop.load(); };
+    Stopwatch w;
+    absl::Status served = ServeState(p.a, 1, StateChannel(3), src, serve_o);
+    CHECK_MESSAGE(absl::IsCancelled(served), served.ToString());
+    CHECK(served.message().find("stop requested") != std::string::npos);
+    CHECK(w.ElapsedSeconds() < 2);
+  }
+  flip.join();
 }
 
 TEST_CASE("a source that no longer holds the version refuses, and the fetcher says why") {

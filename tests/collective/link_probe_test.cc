@@ -1,6 +1,8 @@
 // Link probing on loopback (3 and 4 peers in threads): tournament schedule, row wire
 // format, identical matrices on every peer, the ring order every peer derives from
-// them, and re-forming the ring in that order with a correct allreduce over it.
+// them, and re-forming the ring in that order with a correct allreduce over it; a
+// later probe given the last matrix measures only the links of peers that do not
+// hold it.
 #include "collective/link_probe.h"
 
 #include <doctest/doctest.h>
@@ -290,6 +292,94 @@ TEST_CASE("link probe: a second probe on a new channel works and bad peer sets a
   st = ProbeLinks(*rings[0]->node(), *rings[0], wrong);
   REQUIRE_FALSE(st.ok());
   CHECK(StatusText(st.status()).find("sharing ring has 2") != std::string::npos);
+}
+
+TEST_CASE("link probe: links measured together before are reused, a newcomer's are measured") {
+  auto rings = MakeRings(4);
+  std::vector<ProbeStats> stats;
+  ProbeOptions options = TestProbeOptions();
+  options.channel = kProbeChannelBase + 10;
+  auto first = ProbeAll(rings, options, &stats);
+  for (auto& m : first) REQUIRE_MESSAGE(m.ok(), m.status().ToString());
+  for (int p = 0; p < 4; ++p) {
+    CHECK(stats[p].pairs_probed == 3);
+    CHECK(stats[p].pairs_reused == 0);
+  }
+  const LinkMatrix m4 = *first[0];
+
+  // Peer 3 restarted (it holds no matrix): only its 3 links are measured; the other
+  // figures are the first probe's, bit for bit.
+  {
+    std::vector<absl::StatusOr<LinkMatrix>> out(4, absl::UnknownError("not run"));
+    std::vector<ProbeStats> st(4);
+    std::vector<std::thread> threads;
+    for (int p = 0; p < 4; ++p) {
+      threads.emplace_back([&, p] {
+        ProbeOptions o = options;
+        o.channel = kProbeChannelBase + 11;
+        if (p != 3) o.known = &m4;
+        out[p] = ProbeLinks(*rings[p]->node(), *rings[p], o, &st[p]);
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (auto& m : out) REQUIRE_MESSAGE(m.ok(), m.status().ToString());
+    for (int p = 0; p < 4; ++p) {
+      CHECK(out[p]->BitwiseEquals(*out[0]));
+      CHECK(st[p].pairs_probed == (p == 3 ? 3 : 1));
+      CHECK(st[p].pairs_reused == (p == 3 ? 0 : 2));
+    }
+    const LinkMatrix& m = *out[0];
+    for (int i = 0; i < 4; ++i) {
+      for (int j = 0; j < 4; ++j) {
+        if (i == j) continue;
+        if (i < 3 && j < 3) {
+          CHECK(m.bandwidth_bps[i][j] == m4.bandwidth_bps[i][j]);
+          CHECK(m.rtt_s[i][j] == m4.rtt_s[i][j]);
+        } else {
+          CHECK(m.bandwidth_bps[i][j] > 1e6);  // measured again on loopback
+          CHECK(m.rtt_s[i][j] > 0);
+        }
+      }
+    }
+  }
+
+  // Peer 1 left: the ring of 0, 2, 3 (matrix indices 0, 2, 3 of m4) measures
+  // nothing, streams nothing, and holds m4's figures re-indexed.
+  {
+    const std::vector<int> order = {0, 2, 3};
+    auto formed = EmptyResults(3);
+    std::vector<absl::StatusOr<LinkMatrix>> out(3, absl::UnknownError("not run"));
+    std::vector<ProbeStats> st(3);
+    std::vector<std::thread> threads;
+    for (int k = 0; k < 3; ++k) {
+      threads.emplace_back([&, k] {
+        formed[k] = TcpRing::Form(rings[order[k]]->node(), order, 77, absl::Seconds(20));
+        if (!formed[k].ok()) return;
+        ProbeOptions o = options;
+        o.channel = kProbeChannelBase + 12;
+        o.peers = order;
+        o.known = &m4;
+        out[k] = ProbeLinks(*rings[order[k]]->node(), **formed[k], o, &st[k]);
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int k = 0; k < 3; ++k) {
+      REQUIRE_MESSAGE(formed[k].ok(), formed[k].status().ToString());
+      REQUIRE_MESSAGE(out[k].ok(), out[k].status().ToString());
+      CHECK(st[k].pairs_probed == 0);
+      CHECK(st[k].pairs_reused == 2);
+      CHECK(st[k].bytes_streamed == 0);
+      CHECK(out[k]->BitwiseEquals(*out[0]));
+    }
+    const LinkMatrix& m = *out[0];
+    REQUIRE(m.peers == order);
+    for (int a = 0; a < 3; ++a) {
+      for (int b = 0; b < 3; ++b) {
+        CHECK(m.bandwidth_bps[a][b] == m4.bandwidth_bps[order[a]][order[b]]);
+        CHECK(m.rtt_s[a][b] == m4.rtt_s[order[a]][order[b]]);
+      }
+    }
+  }
 }
 
 TEST_CASE("link probe: a peer that never comes gives a clear error, no hang") {

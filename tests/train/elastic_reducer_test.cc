@@ -4,19 +4,24 @@
 //     the others carry on; the same peer restarted from nothing rejoins, receives
 //     the state and every replica ends bit-identical, close to one peer alone;
 //   - a stop request stops every peer after the same step, the leader checkpoints;
-//   - a peer without quorum gives up after `wait`, naming why.
+//   - a peer without quorum gives up after `wait`, naming why;
+//   - a joiner asked to stop while it receives the state leaves at once.
 #include "train/elastic_reducer.h"
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "ckpt/checkpoint.h"
+#include "core/clock.h"
 #include "net/net_test_util.h"
+#include "observe/status_board.h"
 #include "train/ring_gradient_reducer.h"
 #include "train/stop_signals.h"
 #include "train/train_test_util.h"
@@ -47,8 +52,8 @@ net::TcpNodeOptions NodeOptions(const std::vector<net::HostEntry>& hosts, int ra
 // One peer: node + elastic reducer + trainer (created on the calling thread).
 std::unique_ptr<Trainer> MakePeer(const std::vector<net::HostEntry>& hosts, int rank,
                                   const TrainConfig& config, bool watch_signals,
-                                  bool ckpt_shared = true,
-                                  absl::Duration wait = absl::Seconds(60)) {
+                                  bool ckpt_shared = true, absl::Duration wait = absl::Seconds(60),
+                                  const std::function<void(ElasticOptions&)>& tweak = nullptr) {
   auto node = net::TcpNode::Start(NodeOptions(hosts, rank));
   REQUIRE_MESSAGE(node.ok(), node.status().ToString());
   ElasticOptions e;
@@ -58,15 +63,21 @@ std::unique_ptr<Trainer> MakePeer(const std::vector<net::HostEntry>& hosts, int 
   e.wait = wait;
   e.watch_signals = watch_signals;
   e.ckpt_shared = ckpt_shared;
+  // One CarriedCommState per process, shared by the reducers of its views, as
+  // `train` does (residuals, calibration, the last link matrix: a rejoin's probe
+  // reuses the links of the peers that stayed).
   e.make_reducer =
-      [](std::unique_ptr<net::TcpRing> ring,
-         const cluster::View& view) -> absl::StatusOr<std::unique_ptr<GradientReducer>> {
+      [carried = std::make_shared<CarriedCommState>()](
+          std::unique_ptr<net::TcpRing> ring,
+          const cluster::View& view) -> absl::StatusOr<std::unique_ptr<GradientReducer>> {
     RingReducerOptions o;
+    o.carried = carried;
     o.check_every = 1;
     o.comm.channel_salt = cluster::RingChannel(view);
     return std::unique_ptr<GradientReducer>(
         std::make_unique<RingGradientReducer>(std::move(ring), std::move(o)));
   };
+  if (tweak) tweak(e);
   auto reducer = ElasticReducer::Create(std::move(e));
   REQUIRE_MESSAGE(reducer.ok(), reducer.status().ToString());
   auto trainer = Trainer::Create(config, *std::move(reducer));
@@ -187,6 +198,67 @@ TEST_CASE("elastic: without quorum a peer waits, then gives up after `wait` nami
   CHECK(msg.find("not admitted to a training view within --wait") != std::string::npos);
   CHECK(msg.find(hosts[1].Endpoint()) != std::string::npos);  // who is missing
   CHECK(lonely->step() == 0);
+}
+
+TEST_CASE("elastic: a joiner asked to stop while it receives the state leaves at once") {
+  // The source's transfers stall after one chunk (a test hook), as a large state on a
+  // slow link keeps a joiner receiving for minutes. A stop request (SIGTERM) must end
+  // the joiner's transfer within a poll, not after the transfer's idle timeout (30 s
+  // here): the joiner has not trained, so it leaves the job at once; the source, which
+  // has, stops after its next step.
+  testing::UseOneThread();
+  ClearStopRequest();
+  TempDir tmp;
+  REQUIRE(testing::WriteMarkovData(tmp / "data", 40, 5000, 500).empty());
+  const std::vector<net::HostEntry> hosts = net::testing::LoopbackHosts(2);
+  auto tweak = [](ElasticOptions& e) {
+    e.min_peers = 1;
+    e.transfer.idle_timeout = absl::Seconds(30);
+    e.transfer.chunk_bytes = 4096;
+    e.transfer.test_stall_after_chunks = 1;
+  };
+  std::unique_ptr<Trainer> source =
+      MakePeer(hosts, 0, ElasticConfig(tmp / "data", 1000000), /*watch_signals=*/true, true,
+               absl::Seconds(60), tweak);
+  absl::Status source_result, joiner_result;
+  std::thread source_thread([&] { source_result = source->Run(); });
+  const int64_t start_ms = NowMs();
+  while (source->step() < 3 && NowMs() - start_ms < 30000 * kSlow) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  REQUIRE(source->step() >= 3);
+
+  auto board = std::make_shared<observe::StatusBoard>(observe::BoardOptions{});
+  std::unique_ptr<Trainer> joiner =
+      MakePeer(hosts, 1, ElasticConfig(tmp / "data", 1000000), /*watch_signals=*/true, true,
+               absl::Seconds(60), [&](ElasticOptions& e) {
+                 tweak(e);
+                 e.board = board;
+               });
+  std::atomic<int64_t> joiner_done_ms{-1};
+  std::thread joiner_thread([&] {
+    joiner_result = joiner->Run();
+    joiner_done_ms = NowMs();
+  });
+  const int64_t join_ms = NowMs();
+  while (board->Snapshot().state != "receiving_state" && NowMs() - join_ms < 30000 * kSlow) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  const bool receiving = board->Snapshot().state == "receiving_state";
+  absl::SleepFor(absl::Milliseconds(300));  // well inside the stalled transfer
+  const int64_t stop_ms = NowMs();
+  RequestStop();  // as SIGTERM would (one flag for the whole process here)
+  joiner_thread.join();
+  source_thread.join();
+  ClearStopRequest();
+  REQUIRE(receiving);
+  CHECK_MESSAGE(joiner_result.ok(), joiner_result.ToString());
+  CHECK_MESSAGE(source_result.ok(), source_result.ToString());
+  const double joiner_s = (joiner_done_ms.load() - stop_ms) / 1000.0;
+  MESSAGE("the joiner left ", joiner_s, " s after the stop request");
+  CHECK(joiner_s < 3.0 * kSlow);
+  CHECK(joiner->step() == 0);
+  CHECK(source->step() >= 3);
 }
 
 }  // namespace rt::train
