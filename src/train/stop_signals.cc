@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <initializer_list>
+#include <thread>
 
 namespace rt::train {
 namespace {
@@ -57,6 +59,21 @@ void InstallStopSignalHandlers() {
   sigaction(SIGINT, &sa, nullptr);
   sa.sa_handler = OnHup;
   sigaction(SIGHUP, &sa, nullptr);
+  // The handlers run on a thread of their own, never on a compute thread: oneDNN's
+  // AVX2 sgemm kernels (gemm:jit under ONEDNN_MAX_CPU_ISA=AVX2, oneDNN 2.6) corrupt
+  // the heap when a handler interrupts them (a SIGHUP every 5 ms aborted a training
+  // peer in its first step with "free(): invalid pointer" inside dnnl_primitive_execute;
+  // the AVX-512 kernels survived it). So this thread, and every thread it starts from
+  // now on (OpenMP workers, the reducer's and the links' threads), blocks the signals;
+  // a catcher thread started first keeps them unblocked and takes every delivery.
+  sigset_t stop_set;
+  sigemptyset(&stop_set);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&stop_set, sig);
+  std::thread([stop_set] {
+    pthread_sigmask(SIG_UNBLOCK, &stop_set, nullptr);
+    for (;;) pause();  // handlers run here; the process's exit ends the thread
+  }).detach();
+  pthread_sigmask(SIG_BLOCK, &stop_set, nullptr);
 }
 
 bool StopRequested() { return g_stop.load(); }
