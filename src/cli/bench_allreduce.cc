@@ -59,6 +59,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "cli/bench_common.h"
 #include "cli/bench_kinds.h"
 #include "cli/bench_size_flag.h"
 #include "cli/bench_values.h"
@@ -131,15 +132,7 @@ absl::StatusOr<double> SumOverPeers(net::RingTransport* ring, double v) {
   return values[0];
 }
 
-absl::Status Barrier(net::RingTransport* ring) {
-  uint64_t one[1] = {1};
-  RETURN_IF_ERROR(collective::AllreduceSumU64(ring, absl::MakeSpan(one), kTimeout));
-  if (one[0] != static_cast<uint64_t>(ring->size())) {
-    return absl::InternalError(
-        absl::StrFormat("barrier counted %d peers, expected %d", one[0], ring->size()));
-  }
-  return absl::OkStatus();
-}
+absl::Status Barrier(net::RingTransport* ring) { return BenchBarrier(ring, kTimeout); }
 
 // Max over peers of each value (same length everywhere).
 absl::StatusOr<std::vector<double>> MaxOverPeers(net::RingTransport* ring,

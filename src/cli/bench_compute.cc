@@ -2,7 +2,6 @@
 // AdamW) on random tokens, against the oneDNN matmul peak measured in the same run on
 // the same threads. Prints a human table, then (last line) one JSON object (DESIGN).
 #include <omp.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -14,6 +13,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_format.h"
+#include "cli/bench_common.h"
 #include "cli/bench_kinds.h"
 #include "cli/common_flags.h"
 #include "core/aligned_buffer.h"
@@ -30,12 +30,6 @@ ABSL_FLAG(bool, profile, false, "bench compute: print the time per layer kind");
 
 namespace rt::cli {
 namespace {
-
-double PeakRssMb() {
-  struct rusage ru {};
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<double>(ru.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
-}
 
 int Fail(const std::string& message) {
   std::fprintf(stderr, "ringtrain bench compute: %s\n", message.c_str());

@@ -21,7 +21,6 @@
 // every peer's peak resident memory as peak_rss_mb (the source's includes its state
 // and whatever the links queued: sealed copies of chunks on a sealed link).
 // Output: a human table, then one JSON line.
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -35,6 +34,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "cli/bench_common.h"
 #include "cli/bench_kinds.h"
 #include "cli/bench_size_flag.h"
 #include "cli/common_flags.h"
@@ -87,21 +87,7 @@ int64_t FirstMismatch(uint64_t section, const std::vector<uint8_t>& bytes) {
 
 const char* const kSectionNames[3] = {"params", "adam_m", "adam_v"};
 
-absl::Status Barrier(net::RingTransport* ring) {
-  uint64_t one[1] = {1};
-  RETURN_IF_ERROR(collective::AllreduceSumU64(ring, absl::MakeSpan(one), kTimeout));
-  if (one[0] != static_cast<uint64_t>(ring->size())) {
-    return absl::InternalError(
-        absl::StrFormat("barrier counted %d peers, expected %d", one[0], ring->size()));
-  }
-  return absl::OkStatus();
-}
-
-double PeakRssMb() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<double>(ru.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
-}
+absl::Status Barrier(net::RingTransport* ring) { return BenchBarrier(ring, kTimeout); }
 
 struct Timing {
   double seconds = -1, first_chunk_s = -1;  // -1: this peer is the source
