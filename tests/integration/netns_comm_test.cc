@@ -83,12 +83,12 @@ std::vector<PeerBench> BenchOnEveryPeer(const TempDir& tmp, const NetnsCluster& 
   return out;
 }
 
-// `bench allreduce` of 8M floats, dense, on every peer of `cluster`.
+// `bench allreduce` of 4M floats, dense, on every peer of `cluster`.
 BenchRun RunDense(const TempDir& tmp, const NetnsCluster& cluster, int peers, bool reorder) {
   INFO("reorder=", reorder);
   const std::vector<PeerBench> results =
       BenchOnEveryPeer(tmp, cluster, peers,
-                       {"--size=8M", "--iters=2", "--warmup-iters=1", "--wait=30",
+                       {"--size=4M", "--iters=2", "--warmup-iters=1", "--wait=30",
                         reorder ? "--reorder" : "--reorder=false"},
                        170);
   BenchRun run;
@@ -135,7 +135,7 @@ TEST_CASE("netns two-site: the probed ring crosses the pipe twice and is >= 2x f
 
   const BenchRun file = RunDense(tmp, cluster, peers, /*reorder=*/false);
   const BenchRun probed = RunDense(tmp, cluster, peers, /*reorder=*/true);
-  MESSAGE("two-site dense 8M floats: hosts-file order ["
+  MESSAGE("two-site dense 4M floats: hosts-file order ["
           << file.ring_order << "] " << file.seconds << " s, probed order [" << probed.ring_order
           << "] " << probed.seconds << " s");
   CHECK(file.ring_order == "0,1,2,3,4,5");
