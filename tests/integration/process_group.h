@@ -64,8 +64,13 @@ class ProcessGroup {
     return index;
   }
 
-  // Waits for every process until `timeout_s` from now; kills the rest on timeout.
-  // Returns the results in start order (exit_code -1 and timed_out for killed ones).
+  // Seconds a process stopped at the deadline gets between SIGTERM and SIGKILL (default
+  // 10: a tool's trap may tear namespaces down; a test of the grace itself sets less).
+  void set_grace_s(int grace_s) { grace_s_ = grace_s; }
+
+  // Waits for every process until `timeout_s` from now; stops the rest on timeout
+  // (TerminateAll with the grace period). Returns the results in start order
+  // (exit_code -1 and timed_out for stopped ones).
   std::vector<RunResult> WaitAll(int timeout_s) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
     std::vector<RunResult> results(procs_.size());
@@ -86,7 +91,7 @@ class ProcessGroup {
         for (Proc& p : procs_) {
           if (p.pid > 0 && !p.done) p.timed_out = true;
         }
-        TerminateAll(/*grace_s=*/10);
+        TerminateAll(grace_s_);
         break;
       }
       if (left > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -170,6 +175,7 @@ class ProcessGroup {
   };
   std::string scratch_;
   std::vector<Proc> procs_;
+  int grace_s_ = 10;
 };
 
 // Runs one shell-free command to completion (bounded); returns its result.
