@@ -4,7 +4,9 @@
 //
 // Asio is built as a separate library (ASIO_SEPARATE_COMPILATION, set by CMake for every
 // target that links rt_net): its non-template code is compiled once, in asio_impl.cc,
-// instead of in every translation unit that includes it.
+// instead of in every translation unit that includes it. Measured (GCC 12, CPU seconds of
+// 16 sources of src/ that include Asio, compiled side by side before and after): release
+// 111 -> 86, ASan+UBSan 151 -> 122; asio_impl.cc itself costs 7.5 (release) and 15 (ASan).
 #pragma once
 
 // A libstdc++ header must come before Asio's: Asio decides between aligned_alloc and
