@@ -4,6 +4,8 @@
 // tcp_connection_asio.cc (handshake) and tcp_connection_threads.cc (afterwards).
 #include "net/tcp_connection.h"
 
+#include <asio/post.hpp>
+
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <unistd.h>

@@ -21,14 +21,7 @@
 // tcp_connection_threads.cc (the blocking reader and writer threads after it).
 #pragma once
 
-// A libstdc++ header must come before asio.hpp: Asio decides between aligned_alloc
-// and operator new from _GLIBCXX_HAVE_ALIGNED_ALLOC, and translation units that
-// decide differently pair malloc with delete (AddressSanitizer: alloc-dealloc-mismatch).
-#include <cstddef>
-#ifndef ASIO_STANDALONE
-#define ASIO_STANDALONE 1
-#endif
-#include <asio.hpp>
+#include "net/asio_types.h"  // first: it orders a libstdc++ header before Asio's
 
 #include <sys/uio.h>
 

@@ -5,6 +5,9 @@
 // to frame_codec.h.
 #include "net/tcp_connection.h"
 
+#include <asio/read.hpp>
+#include <asio/write.hpp>
+
 namespace rt::net {
 namespace {
 

@@ -4,6 +4,8 @@
 // WaitSendsDone tells the caller when its bytes are no longer read.
 #include <array>
 
+#include <asio/post.hpp>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/status_copy.h"

@@ -5,6 +5,8 @@
 // which stops and joins them and closes the socket.
 #include "net/tcp_connection.h"
 
+#include <asio/post.hpp>
+
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>

@@ -1,6 +1,13 @@
 // The bounded read-only HTTP/1.1 server (see http_server.h).
 #include "observe/http_server.h"
 
+#include <asio/io_context.hpp>
+#include <asio/ip/address.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/post.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/write.hpp>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -11,7 +18,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "asio.hpp"
 #include "core/log.h"
 #include "observe/http_request.h"
 
