@@ -247,8 +247,10 @@ absl::Status Trainer::RoundStep(StepMetrics* metrics) {
   // Replicas agree only at a round's end: the hashes are compared there (and the
   // reducer hears of every applied step, inner ones too, for its step count).
   absl::Status check = round_end ? reducer_->CheckParamHash(step_, hash) : absl::OkStatus();
-  // The next round's shares (--balance), from figures every peer receives alike.
-  if (check.ok() && round_end) check = PlanNextRound(&m);
+  // The next round's shares (--balance), from figures every peer receives alike; the
+  // run's last step has no next round (and a collective there would race the peers'
+  // exits).
+  if (check.ok() && round_end && step_ < config_.steps) check = PlanNextRound(&m);
   if (round_end) {
     reducer_->StepCompleted(step_);  // also makes the finished exchange's residuals final
   } else {

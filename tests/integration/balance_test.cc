@@ -8,7 +8,7 @@
 //   - 3 peers, one made slow by repeated short SIGSTOPs (far below --peer-timeout:
 //     no view change), the slow one changing half-way: the fewest slots follow it
 //     within 10 steps.
-//   - round sync (--outer-every 4), 2 peers, peer 1's core shared with busy loops: with
+//   - round sync (--outer-every 4), 2 peers, peer 1 throttled by short SIGSTOPs: with
 //     --balance on peer 1's share of the inner steps shrinks from the first outer step
 //     on, every inner step's slots sum to the global batch, the replicas agree at every
 //     outer step, and the fast peer's idle time per round (wall clock between outer
@@ -288,33 +288,43 @@ TEST_CASE("balance: 3 peers, repeated short SIGSTOPs slow one, then another -- s
   CHECK_MESSAGE(behind_after * 3 >= n_after * 2, behind_after << " of " << n_after);
 }
 
-TEST_CASE(
-    "balance: round sync, a peer sharing its core with busy loops gets smaller inner shares") {
+TEST_CASE("balance: round sync, a throttled peer gets smaller inner shares, the wait drops") {
   TempDir tmp;
   WriteFaultData(tmp / "data");
   const int base = TestBasePort() + 40;
   constexpr int kSteps = 24, kEvery = 4;
-  ProcessGroup burner(tmp.path());
-  for (int i = 0; i < 3; ++i) {
-    burner.Start({"/usr/bin/taskset", "-c", "1", "/bin/sh", "-c", "while :; do :; done"});
-  }
-  const auto pinned = [](int i) {
-    return std::vector<std::string>{"/usr/bin/taskset", "-c", std::to_string(i)};
-  };
+  // The throttle: peer 1 is stopped 7 ms of every 10 (SIGSTOP/SIGCONT, far below
+  // --peer-timeout), so it runs at most 30% of the time whatever else loads the machine
+  // (busy loops on its core only slow it against other runnable jobs: on a machine
+  // loaded by other builds it could stay as fast as its neighbour). As in the 3-peer
+  // test above, nobody is reaped while the throttle signals the copied pids.
   auto run = [&](const std::string& balance, int port) {
     std::vector<std::string> args = BalanceArgs(tmp / "data", kSteps, balance);
     args.push_back("--outer-every=" + std::to_string(kEvery));  // overlap on: the default
     args.push_back("--probe-every=-1");
-    FaultCluster c(tmp / ("round-" + balance), FaultCluster::LoopbackEndpoints(2, port), args,
-                   pinned);
+    FaultCluster c(tmp / ("round-" + balance), FaultCluster::LoopbackEndpoints(2, port), args);
     c.WriteHostsAll({0, 1});
     c.Start(0);
     c.Start(1);
-    return RunToEnd(c, 180);
+    const std::vector<pid_t> pids = {c.Pid(0), c.Pid(1)};
+    std::atomic<bool> done{false};
+    std::thread throttle([&done, pids] {
+      while (!done.load()) {
+        ::kill(-pids[1], SIGSTOP);
+        std::this_thread::sleep_for(std::chrono::milliseconds(7));
+        ::kill(-pids[1], SIGCONT);
+        std::this_thread::sleep_for(std::chrono::milliseconds(3));
+      }
+    });
+    const bool ended = AllEndedUnreaped(pids, 180);
+    done.store(true);
+    throttle.join();
+    c.Signal(1, SIGCONT);
+    REQUIRE_MESSAGE(ended, "run timed out\n" << c.Dump());
+    return RunToEnd(c, 30);
   };
   const std::vector<std::map<int64_t, Metric>> off = run("off", base);
   const std::vector<std::map<int64_t, Metric>> on = run("on", base + 5);
-  burner.KillAll();
   for (const auto* r : {&off, &on}) {
     for (int64_t s = 1; s <= kSteps; ++s) {
       INFO("step ", s);
@@ -349,13 +359,13 @@ TEST_CASE(
     }
     return idle / (kSteps / kEvery - 2);
   };
-  double reported_on = 0;
-  for (int64_t end = 3 * kEvery; end <= kSteps; end += kEvery) {
-    reported_on += JsonNumber(on[0].at(end).line, "wait_ms") * 1e-3 / (kSteps / kEvery - 2);
+  double reported_on = 0;  // rounds 3 to 5: the last step plans nothing (no next round)
+  for (int64_t end = 3 * kEvery; end < kSteps; end += kEvery) {
+    reported_on += JsonNumber(on[0].at(end).line, "wait_ms") * 1e-3 / (kSteps / kEvery - 3);
   }
   const double idle_off = idle_s(off), idle_on = idle_s(on);
   MESSAGE("fast peer's idle time per round (rounds 3-6): --balance off "
-          << idle_off << " s, on " << idle_on << " s (on: outer-step wait_ms says " << reported_on
-          << " s)");
+          << idle_off << " s, on " << idle_on << " s (on: outer-step wait_ms, rounds 3-5, says "
+          << reported_on << " s)");
   CHECK(idle_on < idle_off);
 }
