@@ -113,9 +113,10 @@ std::string PrintSyncComparison(const train::SyncComparison& c) {
 std::string PrintRunCost(const train::RunPlan& p, int peers, double tokens,
                          const std::vector<train::GpuOffer>& gpus, const std::string& gpu_file) {
   const double price = absl::GetFlag(FLAGS_price_per_hour);
-  const train::RunCost run = train::PriceRun(tokens, p.balanced_tokens_per_s, peers, price);
-  absl::PrintF("\nrun of %s tokens at %.0f tokens/s (the balanced step above)\n", Count(tokens),
-               p.balanced_tokens_per_s);
+  const double rate = train::RunTokensPerSecond(p);
+  const train::RunCost run = train::PriceRun(tokens, rate, peers, price);
+  absl::PrintF("\nrun of %s tokens at %.0f tokens/s (%s above)\n", Count(tokens), rate,
+               p.round.every > 0 ? "the round sync rate" : "the balanced step");
   absl::PrintF("  time %.1f days (%.0f hours), %s tokens per day", run.seconds / 86400,
                run.seconds / 3600, Count(run.tokens_per_day));
   if (price > 0) absl::PrintF(", cost %d peers x %.3f/h = %.2f", peers, price, run.cost);
@@ -356,7 +357,7 @@ int RunPlan(const std::vector<std::string>& positional) {
                  r.exchange_s, r.hidden_s,
                  r.overlap ? " (beside the next round)" : " (overlap off: none hides)");
     if (timed) {
-      absl::PrintF("  compute per round %.1f s (%d inner steps, equal shares), round %.1f s\n",
+      absl::PrintF("  compute per round %.1f s (%d inner steps, shares by speed), round %.1f s\n",
                    r.compute_s, r.every, r.round_s);
       absl::PrintF("  %.0f tokens/s = %.1f%% of compute only (%.0f tokens/s)\n", r.tokens_per_s,
                    100 * r.tokens_per_s / r.compute_only_tokens_per_s, r.compute_only_tokens_per_s);

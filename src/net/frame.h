@@ -35,7 +35,10 @@ inline constexpr uint32_t kFrameMagic = 0x31465452u;  // "RTF1" in memory order
 // versions 1 and 2 would fail in the probe; they fail at their first frame instead.
 // Version 3: a link probe's pair starts with both peers' matrix digests (links measured
 // together before are not probed again), so version 2 peers would fail in the probe.
-inline constexpr uint16_t kWireVersion = 3;
+// Version 4: round sync with --balance on gathers every peer's balance figures after
+// each outer step (train/round_balancer.h), a collective version 3 peers do not take
+// part in.
+inline constexpr uint16_t kWireVersion = 4;
 inline constexpr size_t kFrameHeaderBytes = 48;
 inline constexpr uint64_t kDefaultMaxPayloadBytes = 256ull << 20;  // 256 MiB (data frames)
 inline constexpr size_t kFrameTagBytes = 16;         // AES-GCM tag after a sealed payload

@@ -169,6 +169,11 @@ class ElasticReducer final : public GradientReducer {
     if (!inner_) return absl::UnavailableError("no ring: the view changed before the step began");
     return inner_->AllgatherInt64(mine);
   }
+  absl::StatusOr<std::vector<std::vector<int64_t>>> AllgatherInt64s(
+      absl::Span<const int64_t> mine) override {
+    if (!inner_) return absl::UnavailableError("no ring: the view changed before the step began");
+    return inner_->AllgatherInt64s(mine);
+  }
   // The membership hears of the older state this peer now holds (same epoch).
   void StateRewound(int64_t step) override;
   absl::StatusOr<collective::PieceExchangeResult> ExchangePieces(

@@ -181,6 +181,12 @@ class GradientReducer {
   virtual absl::StatusOr<std::vector<int64_t>> AllgatherInt64(int64_t mine) {
     return std::vector<int64_t>{mine};
   }
+  // Between steps: every member's `mine` (the same count of values on every member),
+  // indexed by ring position: AllgatherInt64 for several values in one pass.
+  virtual absl::StatusOr<std::vector<std::vector<int64_t>>> AllgatherInt64s(
+      absl::Span<const int64_t> mine) {
+    return std::vector<std::vector<int64_t>>{std::vector<int64_t>(mine.begin(), mine.end())};
+  }
   // The trainer went back to the state of step count `step` (a checkpoint, after state
   // was lost for good); an elastic ring reports that version from now on.
   virtual void StateRewound(int64_t /*step*/) {}

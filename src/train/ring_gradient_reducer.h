@@ -232,6 +232,8 @@ class RingGradientReducer final : public GradientReducer {
   absl::StatusOr<double> GradSumOfSquares(absl::Span<const float> grads) override;
   absl::Status AllgatherOwned(absl::Span<float> params) override;
   absl::StatusOr<std::vector<int64_t>> AllgatherInt64(int64_t mine) override;
+  absl::StatusOr<std::vector<std::vector<int64_t>>> AllgatherInt64s(
+      absl::Span<const int64_t> mine) override;
   // collective::ExchangePieces on this ring (between steps only).
   absl::StatusOr<collective::PieceExchangeResult> ExchangePieces(
       size_t length, int buffers, const std::vector<collective::FloatRange>& held,

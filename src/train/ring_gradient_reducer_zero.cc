@@ -123,25 +123,36 @@ absl::Status RingGradientReducer::AllgatherOwned(absl::Span<float> params) {
 }
 
 absl::StatusOr<std::vector<int64_t>> RingGradientReducer::AllgatherInt64(int64_t mine) {
+  ASSIGN_OR_RETURN(const std::vector<std::vector<int64_t>> all,
+                   AllgatherInt64s(absl::MakeConstSpan(&mine, 1)));
+  std::vector<int64_t> out;
+  for (const std::vector<int64_t>& v : all) out.push_back(v[0]);
+  return out;
+}
+
+absl::StatusOr<std::vector<std::vector<int64_t>>> RingGradientReducer::AllgatherInt64s(
+    absl::Span<const int64_t> mine) {
   if (in_step_) {
     return absl::FailedPreconditionError("AllgatherInt64 called inside a step (BeginStep..Finish)");
   }
   RETURN_IF_ERROR(abort_->status());
-  uint8_t bytes[sizeof(int64_t)];
-  std::memcpy(bytes, &mine, sizeof(mine));
+  std::vector<uint8_t> bytes(mine.size() * sizeof(int64_t));
+  if (!mine.empty()) std::memcpy(bytes.data(), mine.data(), bytes.size());
   absl::StatusOr<std::vector<std::vector<uint8_t>>> all =
-      collective::AllgatherBytes(ring_.get(), absl::MakeConstSpan(bytes), options_.timeout);
+      collective::AllgatherBytes(ring_.get(), bytes, options_.timeout);
   RETURN_IF_ERROR(all.status());
-  counted_bytes_ += sizeof(bytes) * static_cast<uint64_t>(peers() - 1);
-  std::vector<int64_t> out;
+  counted_bytes_ += bytes.size() * static_cast<uint64_t>(peers() - 1);
+  std::vector<std::vector<int64_t>> out;
   for (size_t p = 0; p < all->size(); ++p) {
-    if ((*all)[p].size() != sizeof(int64_t)) {
-      return absl::DataLossError(absl::StrFormat(
-          "ring position %d sent %d bytes for one 64-bit value", p, (*all)[p].size()));
+    if ((*all)[p].size() != bytes.size()) {
+      return absl::DataLossError(
+          absl::StrFormat("ring position %d sent %d bytes for %d 64-bit "
+                          "values",
+                          p, (*all)[p].size(), mine.size()));
     }
-    int64_t v;
-    std::memcpy(&v, (*all)[p].data(), sizeof(v));
-    out.push_back(v);
+    std::vector<int64_t> v(mine.size());
+    if (!v.empty()) std::memcpy(v.data(), (*all)[p].data(), bytes.size());
+    out.push_back(std::move(v));
   }
   return out;
 }

@@ -290,14 +290,18 @@ absl::StatusOr<RunPlan> PlanRun(const RunPlanInputs& in) {
     if (in.peers > 1) r.exchange_s = bytes / in.link_bps + 2 * ring_hops * in.rtt_s;
     if (!slot_s.empty()) {
       const double tokens = static_cast<double>(p.tokens_per_step);
-      r.compute_s = in.outer_every * equal.compute_s;
+      r.compute_s = in.outer_every * balanced.compute_s;
       r.hidden_s = r.overlap ? std::min(r.exchange_s, r.compute_s) : 0;
       r.round_s = r.compute_s + r.exchange_s - r.hidden_s;
       r.tokens_per_s = in.outer_every * tokens / r.round_s;
-      r.compute_only_tokens_per_s = tokens / equal.compute_s;
+      r.compute_only_tokens_per_s = tokens / balanced.compute_s;
     }
   }
   return p;
+}
+
+double RunTokensPerSecond(const RunPlan& p) {
+  return p.round.every > 0 ? p.round.tokens_per_s : p.balanced_tokens_per_s;
 }
 
 absl::StatusOr<std::vector<double>> ParsePeerGflops(absl::string_view text, int peers) {

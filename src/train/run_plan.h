@@ -66,8 +66,9 @@ struct RunPlanInputs {
   bool outer_overlap = false;  // --outer-overlap on: the exchange beside the next round
 };
 
-// Round sync, per peer: H inner steps of compute on equal shares (inner steps do not
-// balance), then one exchange of the whole buffer with the outer codec: dense ring
+// Round sync, per peer: H inner steps of compute on the balanced shares (train's
+// --balance on, the default, sizes inner steps by speed: train/round_balancer.h), then
+// one exchange of the whole buffer with the outer codec: dense ring
 // 2(N-1)/N x n x (4 fp32 | 2 bf16 | 1.0625 int8 | 0.5625 int4) bytes, or top-k's
 // allgather (as per step); 2(N-1) RTTs. Without overlap the exchange runs between two
 // rounds and nothing hides; with it (--outer-overlap on) round r's exchange runs beside
@@ -85,7 +86,7 @@ struct RoundEstimate {
   double wire_bytes = 0;                 // sent per peer per round
   double exchange_s = 0;                 // the exchange's time per round
   double hidden_s = 0;                   // of which hidden behind the next round (overlap)
-  double compute_s = 0;                  // H inner steps of the slowest equal share
+  double compute_s = 0;                  // H inner steps of the slowest balanced share
   double round_s = 0;                    // compute_s + exchange_s - hidden_s
   double tokens_per_s = 0;               // H x tokens_per_step / round_s
   double compute_only_tokens_per_s = 0;  // tokens_per_step / one step's compute
@@ -140,6 +141,11 @@ struct RunPlan {
 // --outer-compress (negative, unknown, with --zero 1 or a per-step --compress), and the
 // model's shape.
 absl::StatusOr<RunPlan> PlanRun(const RunPlanInputs& in);
+
+// The rate `plan --train-tokens` prices a run at (tokens/s; 0 without gflops): round
+// sync's (H inner steps and the exchange not hidden, per round) with --outer-every,
+// else the balanced per-step rate (compute and the suggested codec's exchange).
+double RunTokensPerSecond(const RunPlan& p);
 
 // `plan --gflops`: "120" (every peer) or "120,120,80,60" (one per peer, as many as
 // `peers`); "" or "0" = no time estimate (empty result). Errors: not a positive

@@ -50,6 +50,33 @@ double SlotBalancer::PredictedSeconds(const std::vector<int>& shares,
   return worst;
 }
 
+std::vector<int> SlotBalancer::Rebalanced(int global_slots, const BalanceOptions& options,
+                                          const std::vector<double>& t,
+                                          const std::vector<int>& current) {
+  const int n = static_cast<int>(t.size());
+  const double fastest = *std::min_element(t.begin(), t.end());
+  std::vector<int> min_share(n);
+  int eligible = 0;
+  for (int p = 0; p < n; ++p) {
+    min_share[p] = t[p] <= options.max_skew * fastest ? 1 : 0;
+    eligible += min_share[p];
+  }
+  if (eligible > global_slots) std::fill(min_share.begin(), min_share.end(), 0);
+  const std::vector<int> best = BestShares(global_slots, t, min_share);
+  const double now_s = PredictedSeconds(current, t), best_s = PredictedSeconds(best, t);
+  return best != current && best_s < now_s * (1 - options.min_gain) ? best : current;
+}
+
+void SlotBalancer::LendForRemeasure(std::vector<int>* shares) {
+  std::vector<int>& s = *shares;
+  for (size_t p = 0; p < s.size(); ++p) {
+    if (s[p] != 0) continue;
+    const size_t donor = static_cast<size_t>(std::max_element(s.begin(), s.end()) - s.begin());
+    --s[donor];
+    s[p] = 1;
+  }
+}
+
 void SlotBalancer::Reset() {
   seconds_per_slot_.clear();
   current_.clear();
@@ -92,22 +119,12 @@ std::vector<int> SlotBalancer::Assign(const std::vector<int>& members, int64_t s
     if (!(s > 0)) return SharesOf(members);  // someone is not measured yet
     t.push_back(s);
   }
-  const double fastest = *std::min_element(t.begin(), t.end());
-  std::vector<int> min_share(n);
-  int eligible = 0;
-  for (int p = 0; p < n; ++p) {
-    min_share[p] = t[p] <= options_.max_skew * fastest ? 1 : 0;
-    eligible += min_share[p];
-  }
-  if (eligible > global_slots_) std::fill(min_share.begin(), min_share.end(), 0);
-
   std::vector<int> shares = SharesOf(members);
-  const std::vector<int> best = BestShares(global_slots_, t, min_share);
-  const double now_s = PredictedSeconds(shares, t), best_s = PredictedSeconds(best, t);
-  if (best != shares && best_s < now_s * (1 - options_.min_gain)) {
+  const std::vector<int> best = Rebalanced(global_slots_, options_, t, shares);
+  if (best != shares) {
     LogInfo("step %d: load balancing: slots %s (was %s); predicted compute %.1f ms -> %.1f ms",
-            step + 1, Describe(members, best), Describe(members, shares), now_s * 1e3,
-            best_s * 1e3);
+            step + 1, Describe(members, best), Describe(members, shares),
+            PredictedSeconds(shares, t) * 1e3, PredictedSeconds(best, t) * 1e3);
     current_.clear();
     for (int p = 0; p < n; ++p) current_[members[p]] = best[p];
     shares = best;
@@ -116,13 +133,7 @@ std::vector<int> SlotBalancer::Assign(const std::vector<int>& members, int64_t s
   // A peer at 0 slots is never measured again: lend it one slot now and then, taken
   // from the largest share (lowest position on ties). Not kept as the current split.
   if (options_.remeasure_every > 0 && step % options_.remeasure_every == 0 && n <= global_slots_) {
-    for (int p = 0; p < n; ++p) {
-      if (shares[p] != 0) continue;
-      const int donor =
-          static_cast<int>(std::max_element(shares.begin(), shares.end()) - shares.begin());
-      --shares[donor];
-      shares[p] = 1;
-    }
+    LendForRemeasure(&shares);
   }
   return shares;
 }

@@ -72,6 +72,18 @@ class SlotBalancer {
   // max_p(shares[p] * seconds_per_slot[p]).
   static double PredictedSeconds(const std::vector<int>& shares,
                                  const std::vector<double>& seconds_per_slot);
+  // The split to use instead of `current` given every position's `seconds_per_slot`
+  // (all positive): BestShares, every position at least one slot unless it is more
+  // than max_skew times slower than the fastest (or the peers outnumber the slots), if
+  // it predicts a time more than min_gain shorter than `current`; else `current`.
+  // What Assign does per step and round sync's plan (train/round_balancer.h) per round.
+  static std::vector<int> Rebalanced(int global_slots, const BalanceOptions& options,
+                                     const std::vector<double>& seconds_per_slot,
+                                     const std::vector<int>& current);
+  // Lends one slot to every position at 0 (each taken from the largest share, the
+  // lowest position on ties), so that it is measured again; needs at most as many
+  // positions as slots.
+  static void LendForRemeasure(std::vector<int>* shares);
 
  private:
   // Shares by member id for the current set of members.

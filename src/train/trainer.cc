@@ -83,6 +83,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
   }
   t->sampler_ = std::move(*sampler);
   t->balancer_.emplace(slots, config.balance);
+  if (config.round.enabled()) t->round_balancer_.emplace(slots, config.balance);
   const bool val_fits = t->val_data_->num_tokens() >= static_cast<uint64_t>(shape.seq_len) + 1;
   if (config.eval_every > 0) {
     if (!val_fits) {

@@ -36,6 +36,7 @@
 #include "train/evaluator.h"
 #include "train/gradient_reducer.h"
 #include "train/metrics_writer.h"
+#include "train/round_balancer.h"
 #include "train/slot_balancer.h"
 #include "train/train_config.h"
 
@@ -120,6 +121,13 @@ class Trainer {
   // outer Nesterov update and the param_hash check. An exchange that fails leaves the
   // inner step applied and is redone (among the survivors) without computing it again.
   absl::Status RoundStep(StepMetrics* metrics);
+  // At a round's end, once its step is applied: with --balance on and 2+ peers, every
+  // peer's figures of the round (train/round_balancer.h) are gathered exactly and the
+  // next round's shares planned from them, the same on every peer; metrics->wait_ms is
+  // this peer's idle time at the outer step (the slowest peer's compute of the round
+  // minus its own). An error is a broken ring (the next view starts with equal shares)
+  // or a peer's figures out of range.
+  absl::Status PlanNextRound(StepMetrics* metrics);
   // ---- Overlap (--outer-overlap; sync/round_sync.h "Overlap") ----
   // Whether this round's end must drain (the replicas agree after it): the run's last
   // step, an evaluation or checkpoint due in the round, or a stop or checkpoint vote
@@ -219,7 +227,9 @@ class Trainer {
   std::optional<data::TokenDataset> train_data_, val_data_;
   std::optional<data::BatchSampler> sampler_;
   std::optional<SlotBalancer> balancer_;  // shares of the global batch (--balance)
-  uint64_t balancer_epoch_ = 0;           // the view epoch the balancer's figures belong to
+  // Round sync: the shares of the inner steps, planned at each outer step (--balance).
+  std::optional<RoundBalancer> round_balancer_;
+  uint64_t balancer_epoch_ = 0;  // the view epoch the balancer's figures belong to
   std::unique_ptr<model::Gpt> gpt_;
   AlignedBuffer<float> params_, grads_;
   std::unique_ptr<optim::AdamW> adam_;

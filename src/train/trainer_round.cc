@@ -4,6 +4,7 @@
 // --outer-compress codec, views, aborts and redo among survivors included; and the
 // switch into round sync at --outer-after's step (SettleSyncMode).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <optional>
 
@@ -74,9 +75,11 @@ absl::Status Trainer::RoundStep(StepMetrics* metrics) {
   m.lr = lr;
 
   // 1. The inner step (unless it was applied before this step's exchange failed): this
-  //    peer's slots of the step, the equal strided split of the current view (which
-  //    peer computes which slot never changes the windows: DESIGN invariant 3), its
-  //    own mean gradient, clipping and AdamW.
+  //    peer's slots of the step (the shares planned at the last outer step from the
+  //    peers' speeds with --balance on, the equal strided split before a plan of this
+  //    view and without; train/round_balancer.h; which peer computes which slot never
+  //    changes the windows: DESIGN invariant 3), its own mean gradient, clipping and
+  //    AdamW.
   double inner_ms = 0;
   const int64_t h = config_.round.every;
   if (round_->replaced() && config_.round.after > 0 && step_ == config_.round.after) {
@@ -101,14 +104,22 @@ absl::Status Trainer::RoundStep(StepMetrics* metrics) {
   m.loss = round_->sitting_out() ? std::nan("") : round_->inner_loss();
   if (!round_->InnerDone(step_) && !round_->sitting_out()) {
     const int position = reducer_->rank();
-    const int peers = reducer_->peers();
-    const std::vector<int> my_slots = sampler_->SlotsOf(position, peers);
+    const std::vector<int> members = reducer_->member_ids();
+    if (static_cast<int>(members.size()) != reducer_->peers() || position < 0 ||
+        position >= reducer_->peers()) {
+      return absl::InternalError(absl::StrFormat("step %d: ring position %d of %d peers (%d ids)",
+                                                 step_ + 1, position, reducer_->peers(),
+                                                 members.size()));
+    }
+    const std::vector<int> my_slots =
+        RoundBalancer::SlotsOf(round_balancer_->Shares(members, reducer_->epoch()), position);
     const int64_t my_tokens = static_cast<int64_t>(my_slots.size()) * T;
     grads_.Zero();
     const float grad_scale = my_tokens > 0 ? 1.0f / static_cast<float>(my_tokens) : 0.0f;
     std::vector<int32_t> tokens(static_cast<size_t>(config_.batch) * T);
     std::vector<int32_t> targets(tokens.size());
     double loss_sum = 0;
+    Stopwatch compute_watch;  // forward+backward of this peer's share: its speed
     for (size_t first = 0; first < my_slots.size(); first += config_.batch) {
       const size_t count = std::min<size_t>(config_.batch, my_slots.size() - first);
       std::vector<uint64_t> starts(count);
@@ -123,6 +134,7 @@ absl::Status Trainer::RoundStep(StepMetrics* metrics) {
         return gpt_->status();  // Internal: fatal
       }
     }
+    const double compute_s = compute_watch.ElapsedSeconds();
     FinishBackgroundCheckpoint();  // the buffers change below
     const double grad_norm = std::sqrt(optim::SumOfSquares(grads_.span()));
     const double loss = my_tokens > 0 ? loss_sum / static_cast<double>(my_tokens) : 0;
@@ -141,6 +153,7 @@ absl::Status Trainer::RoundStep(StepMetrics* metrics) {
                   optim::ClipScale(grad_norm, config_.clip));
     }
     round_->AddTokens(my_tokens);
+    round_balancer_->AddInnerStep(compute_s, static_cast<int>(my_slots.size()));
     inner_ms = step_watch.ElapsedMs();
     m.loss = loss;
     round_->set_inner_loss(loss);
@@ -234,6 +247,10 @@ absl::Status Trainer::RoundStep(StepMetrics* metrics) {
   // Replicas agree only at a round's end: the hashes are compared there (and the
   // reducer hears of every applied step, inner ones too, for its step count).
   absl::Status check = round_end ? reducer_->CheckParamHash(step_, hash) : absl::OkStatus();
+  // The next round's shares (--balance), from figures every peer receives alike; the
+  // run's last step has no next round (and a collective there would race the peers'
+  // exits).
+  if (check.ok() && round_end && step_ < config_.steps) check = PlanNextRound(&m);
   if (round_end) {
     reducer_->StepCompleted(step_);  // also makes the finished exchange's residuals final
   } else {
@@ -244,6 +261,37 @@ absl::Status Trainer::RoundStep(StepMetrics* metrics) {
   // end among the peers of that view (FinishPendingExchange).
   if (check.ok() && start_exchange) check = StartPendingExchange();
   return check;
+}
+
+absl::Status Trainer::PlanNextRound(StepMetrics* metrics) {
+  const std::vector<int> members = reducer_->member_ids();
+  const int position = reducer_->rank();
+  const uint64_t epoch = reducer_->epoch();
+  const RoundFigures mine = round_balancer_->Report(members, position, epoch);
+  // Every peer decides alike whether to gather (--balance is in the ring's fingerprint).
+  if (!config_.balance.enabled || reducer_->peers() <= 1) return absl::OkStatus();
+  const std::array<int64_t, RoundFigures::kValues> values = mine.Encode();
+  absl::StatusOr<std::vector<std::vector<int64_t>>> all =
+      reducer_->AllgatherInt64s(absl::MakeConstSpan(values));
+  if (!all.ok()) {
+    return absl::Status(all.status().code(),
+                        absl::StrFormat("step %d: gathering the round's balance figures: %s", step_,
+                                        all.status().message()));
+  }
+  if (all->size() != members.size()) {
+    return absl::InternalError(
+        absl::StrFormat("step %d: balance figures from %d ring positions, the view has %d members",
+                        step_, all->size(), members.size()));
+  }
+  std::vector<RoundFigures> figures;
+  for (size_t p = 0; p < all->size(); ++p) {
+    ASSIGN_OR_RETURN(RoundFigures f,
+                     RoundFigures::Decode((*all)[p], static_cast<int>(p), sampler_->slots()));
+    figures.push_back(f);
+  }
+  metrics->wait_ms = RoundBalancer::WaitSeconds(figures, position) * 1e3;
+  round_balancer_->Plan(figures, members, epoch, OuterStepsAt(step_), step_);
+  return absl::OkStatus();
 }
 
 bool Trainer::RoundEndDrains(bool voted) const {

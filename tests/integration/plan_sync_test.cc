@@ -2,7 +2,8 @@
 // given link (train/sync_choice.h): the 1B model on eight 100 Mbit/s VPSes gets round
 // sync at >= 95% of its compute-only tokens/s, with per-step rows (top-k's warm-up
 // counted, the accumulation that would hide the exchange) beside it; a small model on a
-// fast link gets per-step sync. With --outer-every the comparison is not printed.
+// fast link gets per-step sync. With --outer-every the comparison is not printed, and
+// --train-tokens prices the run at round sync's rate.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -89,4 +90,26 @@ TEST_CASE("plan: per-step against round sync -- per-step for a small model on a 
   REQUIRE(h.exit_code == 0);
   CHECK(!Contains(h.out, "per-step sync against round sync"));
   CHECK(!Contains(h.out, "suggested_sync"));
+}
+
+TEST_CASE("plan --train-tokens with --outer-every: the run at round sync's rate") {
+  TempDir tmp;
+  const RunResult r =
+      Plan(tmp, {"--layers=20", "--heads=16", "--dim=2048", "--seq-len=1024", "--batch=1",
+                 "--precision=bf16", "--recompute", "--peers=8", "--gflops=400", "--link-mbps=100",
+                 "--outer-every=1000", "--outer-compress=none", "--outer-overlap=off",
+                 "--train-tokens=2B"});
+  INFO(r.out, r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(Contains(r.out, "(the round sync rate above)"));
+  const std::string json = NonEmptyLines(r.out).back();
+  const size_t round_at = json.find("\"round\":{");
+  REQUIRE(round_at != std::string::npos);
+  const double round_rate = std::stod(JsonField(json.substr(round_at), "tokens_per_s"));
+  const double step_rate = std::stod(JsonField(json, "balanced_tokens_per_s"));
+  REQUIRE(round_rate > 0);
+  CHECK(round_rate != doctest::Approx(step_rate).epsilon(0.01));
+  // 2B tokens at the round's ~446 tokens/s: about 52 days.
+  CHECK(std::stod(JsonField(json, "run_seconds")) ==
+        doctest::Approx(2e9 / round_rate).epsilon(1e-3));
 }

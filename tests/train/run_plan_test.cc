@@ -10,6 +10,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -448,4 +449,40 @@ TEST_CASE("round sync: bytes per round by codec, tokens/s against compute only, 
   in.zero = 0;
   in.compress = "bf16";
   CHECK(!rt::train::PlanRun(in).ok());
+}
+
+TEST_CASE("round sync: inner steps on balanced shares, and the run is priced at the round's rate") {
+  // The 1B model on four peers at 100 Mbit/s, one of them half as fast.
+  rt::train::RunPlanInputs in;
+  in.config = {32000, 20, 16, 2048, 1024};
+  in.options.precision = rt::model::Precision::kBf16;
+  in.options.recompute = true;
+  in.options.max_batch = 2;
+  in.peers = 4;
+  in.gflops = {400, 400, 400, 200};
+  in.link_bps = 100e6 / 8;
+  in.outer_every = 100;
+  in.outer_compress = "int8";
+  auto p = rt::train::PlanRun(in);
+  REQUIRE(p.ok());
+  REQUIRE(p->balanced_shares != p->equal_shares);
+  // The round's compute is H steps of the slowest balanced share (train --balance on
+  // sizes inner steps by speed), shorter than the equal split's.
+  const double slot_s = static_cast<double>(in.config.seq_len) * p->flops_per_token / 400e9;
+  double slowest = 0;
+  for (size_t i = 0; i < p->balanced_shares.size(); ++i) {
+    slowest = std::max(slowest, p->balanced_shares[i] * slot_s * (i == 3 ? 2 : 1));
+  }
+  CHECK(p->round.compute_s == doctest::Approx(in.outer_every * slowest));
+  CHECK(p->round.compute_s < in.outer_every * 2 * slot_s * 2);  // equal: 2 slots at half speed
+  // --train-tokens: round sync's rate (the exchange of a round without overlap adds to
+  // it), not the per-step row's.
+  CHECK(rt::train::RunTokensPerSecond(*p) == p->round.tokens_per_s);
+  CHECK(p->round.tokens_per_s < p->round.compute_only_tokens_per_s);
+  CHECK(p->round.tokens_per_s != p->balanced_tokens_per_s);
+  in.outer_every = 0;
+  in.outer_compress = "none";
+  auto per_step = rt::train::PlanRun(in);
+  REQUIRE(per_step.ok());
+  CHECK(rt::train::RunTokensPerSecond(*per_step) == per_step->balanced_tokens_per_s);
 }
