@@ -336,6 +336,18 @@ absl::Status Trainer::ReportStep(const StepMetrics& step_metrics) {
   return absl::OkStatus();
 }
 
+absl::Status Trainer::RingPosition(int* position, std::vector<int>* members) const {
+  *position = reducer_->rank();
+  *members = reducer_->member_ids();
+  if (static_cast<int>(members->size()) != reducer_->peers() || *position < 0 ||
+      *position >= reducer_->peers()) {
+    return absl::InternalError(absl::StrFormat("step %d: ring position %d of %d peers (%d ids)",
+                                               step_ + 1, *position, reducer_->peers(),
+                                               members->size()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Trainer::TrainStep(StepMetrics* metrics) {
   RETURN_IF_ERROR(SettleSyncMode());           // --outer-after switches here (trainer_round.cc)
   if (round_mode_) return RoundStep(metrics);  // round sync: trainer_round.cc
@@ -356,14 +368,9 @@ absl::Status Trainer::TrainStep(StepMetrics* metrics) {
   //    --balance the agreed shares follow the peers' speeds and each peer takes a
   //    contiguous range in ring order; without, the equal strided split. Which peer
   //    computes which slot never changes the windows (DESIGN invariant 3).
-  const int position = reducer_->rank();
-  const std::vector<int> members = reducer_->member_ids();
-  if (static_cast<int>(members.size()) != reducer_->peers() || position < 0 ||
-      position >= reducer_->peers()) {
-    return absl::InternalError(absl::StrFormat("step %d: ring position %d of %d peers (%d ids)",
-                                               step_ + 1, position, reducer_->peers(),
-                                               members.size()));
-  }
+  int position = 0;
+  std::vector<int> members;
+  RETURN_IF_ERROR(RingPosition(&position, &members));
   if (reducer_->epoch() != balancer_epoch_) {  // a new view: shares start equal again
     balancer_->Reset();
     balancer_epoch_ = reducer_->epoch();

@@ -121,6 +121,9 @@ class Trainer {
   // outer Nesterov update and the param_hash check. An exchange that fails leaves the
   // inner step applied and is redone (among the survivors) without computing it again.
   absl::Status RoundStep(StepMetrics* metrics);
+  // This peer's ring position and the ring's member ids (by position), read from the
+  // reducer and checked to agree with its peer count; an error names step_ + 1.
+  absl::Status RingPosition(int* position, std::vector<int>* members) const;
   // At a round's end, once its step is applied: with --balance on and 2+ peers, every
   // peer's figures of the round (train/round_balancer.h) are gathered exactly and the
   // next round's shares planned from them, the same on every peer; metrics->wait_ms is

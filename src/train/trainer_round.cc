@@ -103,14 +103,9 @@ absl::Status Trainer::RoundStep(StepMetrics* metrics) {
   // A redone exchange reports its inner part's loss; a peer sitting the round out none.
   m.loss = round_->sitting_out() ? std::nan("") : round_->inner_loss();
   if (!round_->InnerDone(step_) && !round_->sitting_out()) {
-    const int position = reducer_->rank();
-    const std::vector<int> members = reducer_->member_ids();
-    if (static_cast<int>(members.size()) != reducer_->peers() || position < 0 ||
-        position >= reducer_->peers()) {
-      return absl::InternalError(absl::StrFormat("step %d: ring position %d of %d peers (%d ids)",
-                                                 step_ + 1, position, reducer_->peers(),
-                                                 members.size()));
-    }
+    int position = 0;
+    std::vector<int> members;
+    RETURN_IF_ERROR(RingPosition(&position, &members));
     const std::vector<int> my_slots =
         RoundBalancer::SlotsOf(round_balancer_->Shares(members, reducer_->epoch()), position);
     const int64_t my_tokens = static_cast<int64_t>(my_slots.size()) * T;
