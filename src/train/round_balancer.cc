@@ -165,10 +165,7 @@ std::vector<int> RoundBalancer::SlotsOf(const std::vector<int>& shares, int posi
     for (int s = position; s < slots; s += n) out.push_back(s);
     return out;
   }
-  int first = 0;
-  for (int p = 0; p < position; ++p) first += shares[p];
-  for (int i = 0; i < shares[position]; ++i) out.push_back(first + i);
-  return out;
+  return SlotBalancer::ContiguousSlots(shares, position);
 }
 
 double RoundBalancer::WaitSeconds(const std::vector<RoundFigures>& all, int position) {

@@ -17,6 +17,14 @@ std::vector<int> SlotBalancer::EqualShares(int global_slots, int peers) {
   return shares;
 }
 
+std::vector<int> SlotBalancer::ContiguousSlots(const std::vector<int>& shares, int position) {
+  int first = 0;
+  for (int p = 0; p < position; ++p) first += shares[p];
+  std::vector<int> out;
+  for (int i = 0; i < shares[position]; ++i) out.push_back(first + i);
+  return out;
+}
+
 std::vector<int> SlotBalancer::BestShares(int global_slots,
                                           const std::vector<double>& seconds_per_slot,
                                           const std::vector<int>& min_share) {

@@ -64,6 +64,9 @@ class SlotBalancer {
 
   // The equal split of `global_slots` over `peers` positions.
   static std::vector<int> EqualShares(int global_slots, int peers);
+  // The slots of ring position `position` when each position takes a contiguous range
+  // in ring order: sum(shares[0..position)) .. + shares[position] - 1. Position in range.
+  static std::vector<int> ContiguousSlots(const std::vector<int>& shares, int position);
   // The split of `global_slots` minimising max_p(share_p * seconds_per_slot[p]), with
   // share_p >= min_share[p] (callers make sum(min_share) <= global_slots); ties go to
   // the lower position. seconds_per_slot must be positive.

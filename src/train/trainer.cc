@@ -378,9 +378,7 @@ absl::Status Trainer::TrainStep(StepMetrics* metrics) {
   const std::vector<int> shares = balancer_->Assign(members, step_);
   std::vector<int> my_slots;
   if (config_.balance.enabled) {
-    int first_slot = 0;
-    for (int p = 0; p < position; ++p) first_slot += shares[p];
-    for (int i = 0; i < shares[position]; ++i) my_slots.push_back(first_slot + i);
+    my_slots = SlotBalancer::ContiguousSlots(shares, position);
   } else {
     my_slots = sampler_->SlotsOf(position, reducer_->peers());
   }
