@@ -136,10 +136,11 @@ TEST_CASE(
   }
   group.Start(argv, {std::string("RINGTRAIN=") + RINGTRAIN_BINARY, "OMP_NUM_THREADS=1"});
   REQUIRE(rt::integration::WaitForLines(tmp / "m.rank1.jsonl", 7));
-  // SIGTERM to peer 1 only (found by its metrics path and rank).
+  // SIGTERM to peer 1 only, found by this test's own metrics path (a bare "m.jsonl" also
+  // matched the peers of other tests running at the same time) and its rank.
   pid_t peer1 = -1;
   for (int tries = 0; tries < 50 && peer1 < 0; ++tries) {
-    peer1 = rt::integration::PidWithArgs("m.jsonl", "--rank 1");
+    peer1 = rt::integration::PidWithArgs(tmp / "m.jsonl", "--rank 1");
   }
   REQUIRE(peer1 > 0);
   REQUIRE(kill(peer1, SIGTERM) == 0);
