@@ -6,7 +6,9 @@
 #include <cstring>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_format.h"
 #include "collective/small_collectives.h"
@@ -29,6 +31,17 @@ enum Tag : uint8_t {
   kDigest = 8
 };
 
+// Buffers a probe's writes still read after its link did not close within the
+// timeout (an io thread that stopped running): kept for the process's life rather
+// than freed under the writer. Never seen; at most a few MB each.
+void KeepForWriter(std::vector<uint8_t> payload, std::deque<std::vector<uint8_t>> outbox) {
+  static std::mutex mu;
+  static auto* kept =
+      new std::vector<std::pair<std::vector<uint8_t>, std::deque<std::vector<uint8_t>>>>();
+  std::lock_guard<std::mutex> lock(mu);
+  kept->emplace_back(std::move(payload), std::move(outbox));
+}
+
 // One side of the probe of one pair, over its own link.
 class PairProbe {
  public:
@@ -37,6 +50,24 @@ class PairProbe {
       : link_(link),
         options_(options),
         payload_(std::max<size_t>(options.max_chunk_bytes, 1024), 0x5a) {}
+
+  // Queued data frames point into payload_ and outbox_ (an unsealed link does not copy
+  // them), and a probe that ends early (an abort, a peer that died or stopped reading,
+  // a malformed message) leaves its stream queued: the connection's writer thread
+  // goes on reading those bytes until the socket is closed, and ~Link only posts the
+  // close to the io thread. So the link is closed here, and the buffers are freed
+  // only once its socket is (WaitSendsDone then returns the close's error), or kept
+  // for the process's life if even that does not happen within the timeout.
+  ~PairProbe() {
+    net::TcpConnection& conn = link_.connection();
+    if (conn.pending_data_messages() == 0) return;  // every frame handed to the kernel
+    conn.Close();
+    if (absl::IsDeadlineExceeded(conn.WaitSendsDone(options_.timeout))) {
+      KeepForWriter(std::move(payload_), std::move(outbox_));
+    }
+  }
+  PairProbe(const PairProbe&) = delete;
+  PairProbe& operator=(const PairProbe&) = delete;
 
   // Dialer side: returns (rtt_s, bandwidth to peer, bandwidth from peer), or *reused
   // when both sides hold the same known matrix (`digest`, LinkMatrixDigest).

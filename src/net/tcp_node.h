@@ -3,11 +3,12 @@
 //
 // A node listens on its hosts-file port from Start() on. ConnectTo(rank, channel)
 // dials a peer (retrying with backoff until the deadline); AcceptFrom(rank, channel)
-// waits for a peer to dial us. Every connection runs the handshake (handshake.h)
-// before it is handed out, so a link always belongs to a peer that knows the secret
-// and runs the same configuration. `channel` tells links apart: a ring uses one
-// channel per formation, so rings in another order (probed links) or after a membership
-// change (a new view) never pick up a stale link; probes can use their own channels.
+// waits for a peer to dial us. Every connection runs the handshake (messages:
+// handshake.h; the state machine: tcp_handshake.h) before it is handed out, so a link
+// always belongs to a peer that knows the secret and runs the same configuration.
+// `channel` tells links apart: a ring uses one channel per formation, so rings in
+// another order (probed links) or after a membership change (a new view) never pick
+// up a stale link; probes can use their own channels.
 // Strangers (garbage, wrong secret, timeouts) are logged and dropped; they never
 // disturb other links.
 //
