@@ -121,6 +121,9 @@ ABSL_FLAG(int, outer_after, 0,
           "With --outer-every (train only): per-step gradient sync (with --compress) until "
           "step N, then round sync, switched inside the run as a checkpoint at N resumed with "
           "--outer-every would be (0 = round sync from the start)");
+ABSL_FLAG(double, inner_lr_scale, 1.0,
+          "Round sync: the inner steps take F x the --lr schedule (with --outer-after, from "
+          "the switch on; the per-step steps before it keep the schedule); in (0, 10]");
 ABSL_FLAG(std::string, outer_overlap, "on",
           "Round sync: on = each round's exchange runs beside the next round's inner steps and "
           "its outer step is applied one round late (hidden when it fits in a round); off = "
@@ -180,7 +183,8 @@ std::vector<std::string> CommFlagNames() {
 }
 
 std::vector<std::string> RoundSyncFlagNames() {
-  return {"outer_every", "outer_lr", "outer_momentum", "outer_compress", "outer_overlap"};
+  return {"outer_every",    "outer_lr",      "outer_momentum",
+          "outer_compress", "outer_overlap", "inner_lr_scale"};
 }
 
 absl::StatusOr<sync::RoundSyncOptions> RoundSyncFromFlags() {
@@ -189,6 +193,7 @@ absl::StatusOr<sync::RoundSyncOptions> RoundSyncFromFlags() {
   o.outer_lr = static_cast<float>(absl::GetFlag(FLAGS_outer_lr));
   o.outer_momentum = static_cast<float>(absl::GetFlag(FLAGS_outer_momentum));
   o.after = absl::GetFlag(FLAGS_outer_after);
+  o.inner_lr_scale = static_cast<float>(absl::GetFlag(FLAGS_inner_lr_scale));
   const std::string codec = absl::GetFlag(FLAGS_outer_compress);
   RETURN_IF_ERROR(o.Validate());
   const std::string overlap = absl::GetFlag(FLAGS_outer_overlap);

@@ -67,6 +67,7 @@ ABSL_DECLARE_FLAG(double, outer_lr);
 ABSL_DECLARE_FLAG(double, outer_momentum);
 ABSL_DECLARE_FLAG(std::string, outer_compress);
 ABSL_DECLARE_FLAG(std::string, outer_overlap);
+ABSL_DECLARE_FLAG(double, inner_lr_scale);
 ABSL_DECLARE_FLAG(int, outer_after);  // train only (not in RoundSyncFlagNames)
 
 namespace rt::cli {
@@ -82,8 +83,11 @@ RingFlagNames();  // hosts self rank wait secret_file encrypt compress zstd_leve
 std::vector<std::string> CommFlagNames();  // probe_every comm_budget topk_warmup topk_refresh
 std::vector<std::string>
 RoundSyncFlagNames();  // outer_every outer_lr outer_momentum outer_compress outer_overlap
+                       // inner_lr_scale (plan accepts and checks them; only H, the codec
+                       // and overlap change its figures)
 
-// --outer-every, --outer-lr, --outer-momentum, --outer-compress, --outer-after, checked;
+// --outer-every, --outer-lr, --outer-momentum, --outer-compress, --outer-after,
+// --inner-lr-scale, checked;
 // with H > 0 also the combinations that cannot work (--zero 1, a per-step --compress
 // other than none, or with --outer-after other than none or bf16, --topk-refresh), each
 // refused with a message naming the flags. train and plan both call it, so both refuse

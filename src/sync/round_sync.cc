@@ -57,13 +57,26 @@ absl::Status RoundSyncOptions::Validate() const {
         "--outer-after %d switches to round sync at step %d: give --outer-every H > 0 too", after,
         after));
   }
+  if (!(inner_lr_scale > 0) || !std::isfinite(inner_lr_scale) || inner_lr_scale > 10) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--inner-lr-scale must be in (0, 10], got %g", inner_lr_scale));
+  }
+  if (inner_lr_scale != 1.0f && every == 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--inner-lr-scale %g scales round sync's inner steps: give --outer-every H > 0 too "
+        "(per-step sync takes --lr as it is)",
+        inner_lr_scale));
+  }
   return absl::OkStatus();
 }
 
 std::string RoundSyncOptions::ToString() const {
-  return absl::StrFormat("every=%d lr=%g momentum=%g compress=%s%s%s", every, outer_lr,
+  return absl::StrFormat("every=%d lr=%g momentum=%g compress=%s%s%s%s", every, outer_lr,
                          outer_momentum, codec.ToString(), overlap ? " overlap=on" : "",
-                         after > 0 ? absl::StrFormat(" after=%d", after) : std::string());
+                         after > 0 ? absl::StrFormat(" after=%d", after) : std::string(),
+                         inner_lr_scale != 1.0f
+                             ? absl::StrFormat(" inner_lr_scale=%g", inner_lr_scale)
+                             : std::string());
 }
 
 bool IsRoundEnd(int64_t steps_done, int64_t total_steps, int every) {

@@ -71,11 +71,19 @@ struct RoundSyncOptions {
   // start. Round ends stay multiples of `every` (IsRoundEnd), so the first round after
   // the switch is shorter when N is not one.
   int after = 0;
+  // --inner-lr-scale F: the inner steps take F x the run's learning-rate schedule (the
+  // per-step steps before --outer-after keep it as it is). Each peer's AdamW step
+  // normalises the gradient of its own share of the batch, noisier than the whole
+  // batch's, so an inner step carries less of the common direction than a per-step one;
+  // a larger inner lr made up part of that on the small model measured
+  // (docs/benchmarks/round-sync.md). 1 = unchanged.
+  float inner_lr_scale = 1.0f;
   bool enabled() const { return every > 0; }
   // The flags as the user typed them are named in the error.
   absl::Status Validate() const;
   // "every=30 lr=0.7 momentum=0.9 compress=none" (+ " overlap=on" with overlap,
-  // + " after=N" with after > 0): what every peer of a ring must agree on.
+  // + " after=N" with after > 0, + " inner_lr_scale=F" with F != 1): what every peer of
+  // a ring must agree on.
   std::string ToString() const;
 };
 

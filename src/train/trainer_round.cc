@@ -69,8 +69,11 @@ absl::Status Trainer::RoundStep(StepMetrics* metrics) {
   checkpoint_agreed_ = false;  // a time-based checkpoint comes only after an outer step
   Stopwatch step_watch;
   const int T = gpt_->config().seq_len;
+  // --inner-lr-scale: round sync's inner steps take a multiple of the schedule (the
+  // per-step steps before --outer-after are TrainStep's and keep it).
   const float lr =
-      optim::CosineLr(step_, config_.warmup, config_.steps, config_.lr, config_.min_lr);
+      optim::CosineLr(step_, config_.warmup, config_.steps, config_.lr, config_.min_lr) *
+      config_.round.inner_lr_scale;
   StepMetrics& m = *metrics;
   m.lr = lr;
 

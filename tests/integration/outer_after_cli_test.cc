@@ -211,3 +211,37 @@ TEST_CASE("--outer-after: refused without round sync, below 0, past --steps, wit
   CHECK(plan.exit_code != 0);
   CHECK(Contains(plan.err, "outer-after"));
 }
+
+TEST_CASE(
+    "--inner-lr-scale: train and plan refuse it alike, and plan's figures do not depend on it") {
+  TempDir tmp;
+  WriteData(tmp / "data");
+  const std::vector<std::string> base = {
+      "train",        "--data",    tmp / "data",  "--layers=2",     "--heads=2", "--dim=32",
+      "--seq-len=16", "--batch=4", "--threads=1", "--eval-every=0", "--steps=10"};
+  const std::vector<std::string> plan = {"plan",      "--layers=2",     "--heads=2",
+                                         "--dim=32",  "--seq-len=16",   "--batch=4",
+                                         "--peers=4", "--link-mbps=100"};
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--inner-lr-scale=2"}, "give --outer-every H > 0"},
+      {{"--outer-every=4", "--inner-lr-scale=0"}, "--inner-lr-scale must be in (0, 10]"},
+      {{"--outer-every=4", "--inner-lr-scale=11"}, "--inner-lr-scale must be in (0, 10]"},
+  };
+  for (const auto& [flags, want] : cases) {
+    INFO(flags[0]);
+    RunResult t = rt::integration::RunRingtrain(Plus(base, flags), tmp.path(), 60);
+    CHECK(t.exit_code == 2);
+    CHECK(Contains(t.err, want));
+    RunResult p = rt::integration::RunRingtrain(Plus(plan, flags), tmp.path(), 60);
+    CHECK(p.exit_code == 2);
+    CHECK(Contains(p.err, want));
+  }
+  RunResult with = rt::integration::RunRingtrain(
+      Plus(plan, {"--outer-every=30", "--inner-lr-scale=1.5"}), tmp.path(), 60);
+  RunResult without =
+      rt::integration::RunRingtrain(Plus(plan, {"--outer-every=30"}), tmp.path(), 60);
+  CHECK(with.exit_code == 0);
+  CHECK(without.exit_code == 0);
+  CHECK(!with.out.empty());
+  CHECK(with.out == without.out);
+}

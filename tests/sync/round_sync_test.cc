@@ -304,6 +304,29 @@ TEST_CASE("--outer-after: validated, and part of the settings every peer must ag
   CHECK(std::string(o.Validate().message()).find("give --outer-every H > 0") != std::string::npos);
 }
 
+TEST_CASE("--inner-lr-scale: validated, and part of the settings every peer must agree on") {
+  RoundSyncOptions o = Options(1.0f, 0.5f, "int8");
+  o.inner_lr_scale = 2.0f;
+  CHECK(o.Validate().ok());
+  CHECK(o.ToString().find("inner_lr_scale=2") != std::string::npos);
+  RoundSyncOptions other = o;
+  other.inner_lr_scale = 1.0f;
+  CHECK(other.ToString() != o.ToString());
+  CHECK(other.ToString().find("inner_lr_scale") == std::string::npos);  // today's string
+  for (float bad : {0.0f, -1.0f, 10.5f, std::nanf("")}) {
+    o.inner_lr_scale = bad;
+    INFO("scale ", bad);
+    CHECK(std::string(o.Validate().message()).find("--inner-lr-scale must be in (0, 10]") !=
+          std::string::npos);
+  }
+  o = Options(1.0f, 0.5f, "none");
+  o.every = 0;
+  o.inner_lr_scale = 1.5f;
+  CHECK(std::string(o.Validate().message()).find("give --outer-every H > 0") != std::string::npos);
+  o.inner_lr_scale = 1.0f;
+  CHECK(o.Validate().ok());  // per-step sync with the default: nothing to refuse
+}
+
 TEST_CASE("Restart: round sync begins at the given parameters with the momentum zero") {
   const size_t n = 64;
   RoundSync r(Options(0.7f, 0.9f, "none"), n);

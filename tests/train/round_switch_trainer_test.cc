@@ -30,14 +30,17 @@ constexpr int kPeers = 2;
 
 // [peer][step] param_hash of `peers` in-process trainers of `c` trained up to step
 // count `until`, then (with c.ckpt_dir) a checkpoint by ring position 0. The ring's
-// per-step codec is bf16 (its residuals are what the switch must drop).
-std::vector<std::vector<std::string>> TrainRing(const TrainConfig& c, int until) {
+// per-step codec is bf16 (its residuals are what the switch must drop). With `lrs`,
+// also each step's learning rate ([peer][step]).
+std::vector<std::vector<std::string>> TrainRing(const TrainConfig& c, int until,
+                                                std::vector<std::vector<float>>* lrs = nullptr) {
   RingReducerOptions options;
   options.buckets.bucket_bytes = 6000;  // several buckets
   options.buckets.codec = *rt::collective::ParseCodecSpec("bf16");
   options.check_every = 1;
   std::vector<std::unique_ptr<rt::net::RingTransport>> ring = rt::net::MakeInProcessRing(kPeers);
   std::vector<std::vector<std::string>> hashes(kPeers);
+  std::vector<std::vector<float>> lr(kPeers);
   std::vector<absl::Status> status(kPeers);
   // Alive until every peer is done: a trainer destroyed early closes its side of the
   // ring while the other still compares its last param_hash.
@@ -52,6 +55,7 @@ std::vector<std::vector<std::string>> TrainRing(const TrainConfig& c, int until)
       StepMetrics m;
       status[r] = trainers[r]->TrainStep(&m);
       hashes[r].push_back(m.param_hash);
+      lr[r].push_back(m.lr);
     }
     if (status[r].ok() && !c.ckpt_dir.empty()) status[r] = trainers[r]->SaveCheckpoint();
   });
@@ -59,6 +63,7 @@ std::vector<std::vector<std::string>> TrainRing(const TrainConfig& c, int until)
     INFO("peer ", r, ": ", status[r].message());
     REQUIRE(status[r].ok());
   }
+  if (lrs != nullptr) *lrs = lr;
   return hashes;
 }
 
@@ -103,4 +108,54 @@ TEST_CASE(
   }
   CHECK(a[0][13] == a[1][13]);
   CHECK(a[0][13] != plain[0][13]);  // never switching ends elsewhere
+}
+
+TEST_CASE(
+    "--inner-lr-scale with --outer-after: the per-step steps keep the schedule, the inner "
+    "steps take the scaled one") {
+  // The recipe the flag replaces: per-step steps to N, a checkpoint, and a resume in
+  // rounds with --lr and --min-lr doubled (the cosine schedule is linear in both, and a
+  // factor of 2 is exact in floating point, so F = 2 must give those bits).
+  TempDir dir;
+  REQUIRE(rt::train::testing::WriteMarkovData(dir / "data", 64, 6000, 500).empty());
+  TrainConfig per_step = rt::train::testing::TinyConfig(dir / "data");
+  per_step.steps = 14;
+  per_step.batch = 2;
+  per_step.global_batch = 4;
+  TrainConfig round = per_step;
+  round.round.every = 4;
+  round.round.outer_lr = 1.0f;
+  round.round.outer_momentum = 0.5f;
+  round.round.codec = *rt::collective::ParseCodecSpec("int8");
+  round.round.overlap = true;
+  const int n = 6;
+
+  TrainConfig scaled = round;
+  scaled.round.after = n;
+  scaled.round.inner_lr_scale = 2.0f;
+  REQUIRE(scaled.round.Validate().ok());
+  std::vector<std::vector<float>> lr_scaled, lr_plain;
+  const auto a = TrainRing(scaled, scaled.steps, &lr_scaled);
+  const auto plain = TrainRing(per_step, per_step.steps, &lr_plain);
+
+  TrainConfig first = per_step;
+  first.ckpt_dir = dir / "ckpt";
+  (void)TrainRing(first, n);
+  TrainConfig resumed = round;  // the hand-made recipe: --lr 2x from the switch on
+  resumed.lr *= 2;
+  resumed.min_lr *= 2;
+  resumed.ckpt_dir = first.ckpt_dir;
+  resumed.resume = true;
+  const auto b = TrainRing(resumed, resumed.steps);
+
+  for (int r = 0; r < kPeers; ++r) {
+    REQUIRE(a[r].size() == 14);
+    REQUIRE(b[r].size() == 14 - n);
+    for (int s = 0; s < 14; ++s) {
+      INFO("peer ", r, " step ", s + 1);
+      CHECK(a[r][s] == (s < n ? plain[r][s] : b[r][s - n]));
+      CHECK(lr_scaled[r][s] == (s < n ? lr_plain[r][s] : 2 * lr_plain[r][s]));
+    }
+  }
+  CHECK(a[0][13] == a[1][13]);
 }
