@@ -16,6 +16,7 @@
 #include "../net/net_test_util.h"
 #include "collective/link_probe.h"
 #include "core/clock.h"
+#include "loopback_rings.h"
 
 namespace {
 
@@ -24,6 +25,7 @@ using rt::net::Link;
 using rt::net::TcpRing;
 using rt::net::TcpRingOptions;
 using namespace rt::net::testing;
+using rt::collective::testing::MakeRings;
 
 // link_probe.cc's message tags (the first byte of every probe message).
 constexpr uint8_t kGo = 1, kPing = 2, kPong = 3, kStream = 4, kRtt = 6, kDigest = 8;
@@ -39,19 +41,6 @@ ProbeOptions FailureProbeOptions() {
   o.pings = 2;
   o.timeout = absl::Seconds(20);  // no wait here should take it
   return o;
-}
-
-std::vector<std::unique_ptr<TcpRing>> MakeRings(int n) {
-  auto hosts = LoopbackHosts(n);
-  std::vector<TcpRingOptions> opts;
-  for (int r = 0; r < n; ++r) opts.push_back(RingOptions(hosts, r));
-  std::vector<std::unique_ptr<TcpRing>> rings;
-  for (auto& r : FormRings(opts)) {
-    INFO(r.status().ToString());
-    REQUIRE(r.ok());
-    rings.push_back(*std::move(r));
-  }
-  return rings;
 }
 
 // The acceptor of the probe's only pair, by hand: GO, the dialer's digest, the

@@ -20,6 +20,7 @@
 #include "collective/ring_allreduce.h"
 #include "collective/small_collectives.h"
 #include "core/clock.h"
+#include "loopback_rings.h"
 
 namespace {
 
@@ -27,6 +28,7 @@ using namespace rt::collective;
 using rt::net::TcpRing;
 using rt::net::TcpRingOptions;
 using namespace rt::net::testing;
+using rt::collective::testing::MakeRings;
 
 ProbeOptions TestProbeOptions() {
   ProbeOptions o;
@@ -35,19 +37,6 @@ ProbeOptions TestProbeOptions() {
   o.max_stream_bytes = size_t{4} << 20;
   o.timeout = absl::Seconds(20);
   return o;
-}
-
-std::vector<std::unique_ptr<TcpRing>> MakeRings(int n) {
-  auto hosts = LoopbackHosts(n);
-  std::vector<TcpRingOptions> opts;
-  for (int r = 0; r < n; ++r) opts.push_back(RingOptions(hosts, r));
-  std::vector<std::unique_ptr<TcpRing>> rings;
-  for (auto& r : FormRings(opts)) {
-    INFO(r.status().ToString());
-    REQUIRE(r.ok());
-    rings.push_back(*std::move(r));
-  }
-  return rings;
 }
 
 // Runs ProbeLinks on every ring's node in parallel.

@@ -12,6 +12,7 @@
 #include "../net/net_test_util.h"
 #include "collective/ring_allreduce.h"
 #include "core/clock.h"
+#include "loopback_rings.h"
 
 #if defined(__SANITIZE_THREAD__)
 // The kernel reads a send buffer inside sendmsg; that the read is over before the
@@ -28,19 +29,7 @@ using namespace rt::collective;
 using rt::net::TcpRing;
 using rt::net::TcpRingOptions;
 using namespace rt::net::testing;
-
-std::vector<std::unique_ptr<TcpRing>> MakeRings(int n) {
-  auto hosts = LoopbackHosts(n);
-  std::vector<TcpRingOptions> opts;
-  for (int r = 0; r < n; ++r) opts.push_back(RingOptions(hosts, r));
-  std::vector<std::unique_ptr<TcpRing>> rings;
-  for (auto& r : FormRings(opts)) {
-    INFO(r.status().ToString());
-    REQUIRE(r.ok());
-    rings.push_back(*std::move(r));
-  }
-  return rings;
-}
+using rt::collective::testing::MakeRings;
 
 // Small integers: every partial sum is exact in fp32 and in bf16 (|sum| <= 120).
 float IntValue(int peer, size_t i) {
