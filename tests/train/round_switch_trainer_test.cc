@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "collective/codec_spec.h"
@@ -67,22 +68,30 @@ std::vector<std::vector<std::string>> TrainRing(const TrainConfig& c, int until,
   return hashes;
 }
 
+// The tiny ring's per-step configuration (14 steps, global batch 4) and its round-sync
+// twin (H = 4, int8 with overlap) with the given outer optimizer.
+std::pair<TrainConfig, TrainConfig> SwitchConfigs(const std::string& data, float outer_lr,
+                                                  float outer_momentum) {
+  TrainConfig per_step = rt::train::testing::TinyConfig(data);
+  per_step.steps = 14;
+  per_step.batch = 2;
+  per_step.global_batch = 4;
+  TrainConfig round = per_step;
+  round.round.every = 4;
+  round.round.outer_lr = outer_lr;
+  round.round.outer_momentum = outer_momentum;
+  round.round.codec = *rt::collective::ParseCodecSpec("int8");
+  round.round.overlap = true;
+  return {per_step, round};
+}
+
 }  // namespace
 
 TEST_CASE(
     "--outer-after N: the bits of per-step steps to N, a checkpoint, and a resume in rounds") {
   TempDir dir;
   REQUIRE(rt::train::testing::WriteMarkovData(dir / "data", 64, 6000, 500).empty());
-  TrainConfig per_step = rt::train::testing::TinyConfig(dir / "data");
-  per_step.steps = 14;
-  per_step.batch = 2;
-  per_step.global_batch = 4;
-  TrainConfig round = per_step;
-  round.round.every = 4;
-  round.round.outer_lr = 0.7f;
-  round.round.outer_momentum = 0.9f;
-  round.round.codec = *rt::collective::ParseCodecSpec("int8");
-  round.round.overlap = true;
+  const auto [per_step, round] = SwitchConfigs(dir / "data", 0.7f, 0.9f);
   const int n = 6;  // the first round (steps 7-8) is short; 12 launches beside 13-14
 
   TrainConfig switched = round;
@@ -118,16 +127,7 @@ TEST_CASE(
   // factor of 2 is exact in floating point, so F = 2 must give those bits).
   TempDir dir;
   REQUIRE(rt::train::testing::WriteMarkovData(dir / "data", 64, 6000, 500).empty());
-  TrainConfig per_step = rt::train::testing::TinyConfig(dir / "data");
-  per_step.steps = 14;
-  per_step.batch = 2;
-  per_step.global_batch = 4;
-  TrainConfig round = per_step;
-  round.round.every = 4;
-  round.round.outer_lr = 1.0f;
-  round.round.outer_momentum = 0.5f;
-  round.round.codec = *rt::collective::ParseCodecSpec("int8");
-  round.round.overlap = true;
+  const auto [per_step, round] = SwitchConfigs(dir / "data", 1.0f, 0.5f);
   const int n = 6;
 
   TrainConfig scaled = round;
