@@ -85,6 +85,21 @@ std::pair<TrainConfig, TrainConfig> SwitchConfigs(const std::string& data, float
   return {per_step, round};
 }
 
+// The route --outer-after replaces, by hand: `per_step` trained to step `n` with a
+// checkpoint in `ckpt_dir`, then `round` resumed from it to its last step. Returns the
+// resumed run's hashes ([peer][step - n]).
+std::vector<std::vector<std::string>> PerStepThenResumed(const TrainConfig& per_step,
+                                                         const TrainConfig& round, int n,
+                                                         const std::string& ckpt_dir) {
+  TrainConfig first = per_step;
+  first.ckpt_dir = ckpt_dir;
+  (void)TrainRing(first, n);
+  TrainConfig resumed = round;
+  resumed.ckpt_dir = ckpt_dir;
+  resumed.resume = true;
+  return TrainRing(resumed, resumed.steps);
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -99,13 +114,7 @@ TEST_CASE(
   const auto a = TrainRing(switched, switched.steps);
   const auto plain = TrainRing(per_step, per_step.steps);
 
-  TrainConfig first = per_step;
-  first.ckpt_dir = dir / "ckpt";
-  (void)TrainRing(first, n);
-  TrainConfig resumed = round;  // --outer-every, resumed at step n
-  resumed.ckpt_dir = first.ckpt_dir;
-  resumed.resume = true;
-  const auto b = TrainRing(resumed, resumed.steps);
+  const auto b = PerStepThenResumed(per_step, round, n, dir / "ckpt");  // --outer-every from n
 
   for (int r = 0; r < kPeers; ++r) {
     REQUIRE(a[r].size() == 14);
@@ -138,15 +147,10 @@ TEST_CASE(
   const auto a = TrainRing(scaled, scaled.steps, &lr_scaled);
   const auto plain = TrainRing(per_step, per_step.steps, &lr_plain);
 
-  TrainConfig first = per_step;
-  first.ckpt_dir = dir / "ckpt";
-  (void)TrainRing(first, n);
-  TrainConfig resumed = round;  // the hand-made recipe: --lr 2x from the switch on
-  resumed.lr *= 2;
-  resumed.min_lr *= 2;
-  resumed.ckpt_dir = first.ckpt_dir;
-  resumed.resume = true;
-  const auto b = TrainRing(resumed, resumed.steps);
+  TrainConfig doubled = round;  // the hand-made recipe: --lr 2x from the switch on
+  doubled.lr *= 2;
+  doubled.min_lr *= 2;
+  const auto b = PerStepThenResumed(per_step, doubled, n, dir / "ckpt");
 
   for (int r = 0; r < kPeers; ++r) {
     REQUIRE(a[r].size() == 14);
