@@ -166,11 +166,12 @@ absl::StatusOr<SyncComparison> CompareSync(const RunPlanInputs& in_given) {
       o.learns_well = true;
       // From the literature; this project's own curves (a 0.87M model, 4 peers of 512
       // tokens per step, 2,100 steps) ended 13-25% above per-step dense from random
-      // weights, and 3.6-7.4% above it after 150-600 per-step steps (top-k was measured
-      // only from random weights): the label says both, so the suggestion is read with
-      // that in mind (docs/round-sync.md).
+      // weights, 3.6-7.4% above it after 150-600 per-step steps, and 1.7% above after 900
+      // with --outer-overlap off and --inner-lr-scale 2 (top-k was measured only from
+      // random weights): the label says both, so the suggestion is read with that in mind
+      // (docs/round-sync.md).
       o.learning = topk ? "papers: SparseLoCo (H 15-250, 1-3%); small model here +13-25%"
-                        : "papers: DiLoCo (H <= 1000); small model here +4-7% after warm-up";
+                        : "papers: DiLoCo (H <= 1000); small model here +1.7-7% after warm-up";
       row = o;
       if (o.tokens_per_s >= kTarget * compute_only) break;
     }
