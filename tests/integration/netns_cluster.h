@@ -39,6 +39,12 @@ class NetnsCluster {
     return {"RT_NETNS_PREFIX=" + prefix_, "RT_NETNS_DIR=" + dir_,
             std::string("NETEM_RELAY=") + NETEM_RELAY_BINARY};
   }
+  // `netns-cluster set ARGS...` (change running links: I:delay=...,loss=...).
+  RunResult Set(const std::vector<std::string>& args) const {
+    std::vector<std::string> argv = {"/bin/bash", kNetnsClusterTool, "set"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunCommand(argv, tmp_.path(), 60, Env());
+  }
   // Name of peer i's network namespace (for `ip netns exec NAME cmd`).
   std::string Namespace(int i) const { return prefix_ + std::to_string(i); }
   // argv to run `cmd` as peer i.

@@ -229,3 +229,76 @@ TEST_CASE("netns delayed links: RTT, goodput and loss as set, and down removes t
                             tmp.path(), 20);
   CHECK(std::atoi(ns.out.c_str()) == 0);
 }
+
+// `netns-cluster set` changes a running link (what tools/soak --delays does between
+// faults): the round trip follows the new delay, the relays report the values they took,
+// a control file a relay cannot read is reported and ignored (the link keeps its values),
+// and `set` refuses a bad value naming it, changing nothing. ~8 s.
+TEST_CASE("netns delayed links: set changes a running link's delay and loss") {
+  TempDir tmp;
+  const std::string why = NetnsUnavailable(tmp);
+  if (!why.empty()) {
+    MESSAGE("SKIPPED netns delayed-link set test: " << why << " (needs root and ip netns)");
+    std::exit(77);
+  }
+  NetnsCluster cluster(tmp, "ds", {"2", "--rate", "100mbit", "--delay", "10ms", "--port", "32110"});
+  INFO("netns-cluster up:\n", cluster.up_result().out, cluster.up_result().err);
+  REQUIRE(cluster.up_result().exit_code == 0);
+  ProcessGroup servers(tmp.path());
+  servers.Start(
+      cluster.Exec(1, {NETEM_PROBE_BINARY, "udp-echo", "--port", "32111", "--seconds", "30"}),
+      cluster.Env());
+  usleep(300 * 1000);
+  // 250 echoes 4 ms apart: the median round trip and the loss.
+  auto probe = [&]() {
+    RunResult r =
+        RunCommand(cluster.Exec(0, {NETEM_PROBE_BINARY, "udp-rtt", "--to", "10.77.0.2:32111",
+                                    "--count", "250", "--interval", "4ms"}),
+                   tmp.path(), 60, cluster.Env());
+    INFO("udp-rtt: ", r.out, r.err);
+    REQUIRE(r.exit_code == 0);
+    const std::string line = LastLineWithPrefix(r.out, "{");
+    MESSAGE("udp-rtt: " << line);
+    return line;
+  };
+  const std::string before = probe();
+  CHECK(JsonNumber(before, "rtt_ms_p50") >= 0.9 * 20);
+  CHECK(JsonNumber(before, "rtt_ms_p50") <= 1.1 * 20);
+  CHECK(JsonNumber(before, "loss") == 0);
+
+  // Both peers at 60 ms one way (RTT 120 ms); peer 1 loses 10% one way: a round trip
+  // crosses its link twice, so ~19% are lost (250 probes: 47 +- 6).
+  RunResult set = cluster.Set({"0:delay=60ms", "1:delay=60ms,loss=10%"});
+  INFO("set: ", set.out, set.err);
+  REQUIRE(set.exit_code == 0);
+  const std::string after = probe();
+  CHECK(JsonNumber(after, "rtt_ms_p50") >= 0.9 * 120);
+  CHECK(JsonNumber(after, "rtt_ms_p50") <= 1.1 * 120);
+  CHECK(JsonNumber(after, "loss") >= 0.19 / 2);
+  CHECK(JsonNumber(after, "loss") <= 0.19 * 2);
+  CHECK(
+      ReadFile(cluster.dir() + "/relay1.log").find("now delay 30000 us, jitter 0 us, loss 0.05") !=
+      std::string::npos);
+
+  // A control file the relay cannot use: reported, ignored, the link keeps 60 ms.
+  const std::string ctl = cluster.dir() + "/relay0.ctl";
+  REQUIRE(RunCommand({"/bin/sh", "-c", "echo 'ten ms' > " + ctl}, tmp.path(), 10).exit_code == 0);
+  const int relay0 = std::atoi(ReadFile(cluster.dir() + "/relay0.pid").c_str());
+  REQUIRE(relay0 > 0);
+  kill(relay0, SIGHUP);
+  std::string log;
+  for (int wait = 0; wait < 50 && log.find("ignored") == std::string::npos; ++wait) {
+    usleep(100 * 1000);
+    log = ReadFile(cluster.dir() + "/relay0.log");
+  }
+  INFO("relay 0 log: ", log);
+  CHECK(log.find("ignored, values kept") != std::string::npos);
+  // And `set` refuses a bad value before it changes anything (peer 0 named first).
+  RunResult bad = cluster.Set({"0:delay=5ms", "1:jitter=2s"});
+  INFO("bad set: ", bad.out, bad.err);
+  CHECK(bad.exit_code != 0);
+  CHECK(bad.err.find("'1:jitter=2s': jitter must be at most the delay") != std::string::npos);
+  const std::string kept = probe();
+  CHECK(JsonNumber(kept, "rtt_ms_p50") >= 0.9 * 120);
+  CHECK(JsonNumber(kept, "rtt_ms_p50") <= 1.1 * 120);
+}

@@ -98,6 +98,7 @@ struct RelayArgs {
   size_t queue_bytes = size_t{16} << 20;
   uint64_t seed = 0;  // 0: from getrandom (see relay.cc)
   bool realtime = true;
+  std::string control;  // --control: reread on SIGHUP (see relay.cc)
 };
 
 inline RelayArgs ParseRelayArgs(int argc, char** argv) {
@@ -107,7 +108,7 @@ inline RelayArgs ParseRelayArgs(int argc, char** argv) {
     if (flag == "-h" || flag == "--help") {
       fprintf(stderr,
               "usage: netem-relay --a IFACE --b IFACE [--delay 20ms] [--jitter 2ms] "
-              "[--loss 0.05%%] [--queue-bytes N] [--seed N] [--realtime 1|0]\n");
+              "[--loss 0.05%%] [--queue-bytes N] [--seed N] [--realtime 1|0] [--control FILE]\n");
       exit(2);
     }
     if (i + 1 >= argc) Die(flag + " needs a value");
@@ -124,6 +125,8 @@ inline RelayArgs ParseRelayArgs(int argc, char** argv) {
       r.loss = ParseLoss(v, "--loss");
     } else if (flag == "--queue-bytes") {
       r.queue_bytes = static_cast<size_t>(ParseInt(v, 1 << 20, int64_t{1} << 32, "--queue-bytes"));
+    } else if (flag == "--control") {
+      r.control = v;
     } else if (flag == "--realtime") {
       r.realtime = ParseInt(v, 0, 1, "--realtime") == 1;
     } else if (flag == "--seed") {

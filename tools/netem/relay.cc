@@ -7,7 +7,7 @@
 // terminated TCP would hide both from congestion control and windows).
 //
 //   netem-relay --a IFACE --b IFACE [--delay 20ms] [--jitter 2ms] [--loss 0.05%]
-//               [--queue-bytes 16777216] [--seed N] [--realtime 1|0]
+//               [--queue-bytes 16777216] [--seed N] [--realtime 1|0] [--control FILE]
 //
 // --seed 0 (the default) draws a seed from the kernel's random pool (getrandom), so the
 // relays of one cluster draw independent losses and jitters (a seed from the clock gave
@@ -42,6 +42,12 @@
 // On SIGUSR1 it prints one JSON line of counters so far to stderr (tests compare them with
 // what a probe measured: every loss they count was drawn here); on exit (SIGTERM, SIGINT)
 // it prints the line again and exits 0;
+// on SIGHUP it rereads --control FILE, one line "DELAY_NS JITTER_NS LOSS" (what
+// `tools/netns-cluster set` writes), and applies it to the frames read from then on: those
+// already queued keep their due times, and order is still kept, so a shorter delay lets
+// new frames leave only after the old queue has drained (as on a route that changed, no
+// reordering); a malformed or out-of-range file is reported on stderr and ignored (the
+// link keeps its values: a typo must not cut it). The queue limit stays what it was;
 // if an interface disappears (its veth pair deleted) it exits 1 within a second; a link
 // set down (tools/netns-partition) only drops the frames sent meanwhile.
 #include <arpa/inet.h>
@@ -72,9 +78,10 @@
 
 namespace {
 
-volatile sig_atomic_t g_stop = 0, g_report = 0;
+volatile sig_atomic_t g_stop = 0, g_report = 0, g_reload = 0;
 void OnSignal(int) { g_stop = 1; }
 void OnReport(int) { g_report = 1; }
+void OnReload(int) { g_reload = 1; }
 
 int64_t NowNs() {
   timespec ts;
@@ -149,11 +156,16 @@ class Relay {
     sigdelset(&run_mask, SIGTERM);
     sigdelset(&run_mask, SIGINT);
     sigdelset(&run_mask, SIGUSR1);
+    sigdelset(&run_mask, SIGHUP);
     int64_t last_check_ns = NowNs();
     while (!g_stop) {
       if (g_report) {
         g_report = 0;
         PrintCounters();
+      }
+      if (g_reload) {
+        g_reload = 0;
+        Reload();
       }
       int64_t next_due = -1;
       for (Direction& d : dirs_) {
@@ -306,6 +318,38 @@ class Relay {
     return true;
   }
 
+  // Applies --control's "DELAY_NS JITTER_NS LOSS" (see the file comment), or says why not.
+  void Reload() {
+    if (args_.control.empty()) {
+      fprintf(stderr, "netem-relay: SIGHUP without --control: nothing to reload\n");
+      return;
+    }
+    FILE* f = fopen(args_.control.c_str(), "r");
+    if (f == nullptr) {
+      fprintf(stderr, "netem-relay: control file %s: %s; values kept\n", args_.control.c_str(),
+              strerror(errno));
+      return;
+    }
+    long long delay = -1, jitter = -1;
+    double loss = -1;
+    char extra = 0;
+    const int n = fscanf(f, "%lld %lld %lf %c", &delay, &jitter, &loss, &extra);
+    fclose(f);
+    if (n != 3 || delay < 0 || delay > 10'000'000'000LL || jitter < 0 || jitter > 2 * delay ||
+        !(loss >= 0 && loss <= 0.5)) {
+      fprintf(stderr,
+              "netem-relay: control file %s must hold \"DELAY_NS JITTER_NS LOSS\" (delay <= 10 "
+              "s, jitter <= 2 x delay, loss in 0..0.5); ignored, values kept\n",
+              args_.control.c_str());
+      return;
+    }
+    args_.delay_ns = delay;
+    args_.jitter_ns = jitter;
+    args_.loss = loss;
+    fprintf(stderr, "netem-relay: now delay %lld us, jitter %lld us, loss %.6f\n", delay / 1000,
+            jitter / 1000, loss);
+  }
+
   void PrintCounters() const {
     std::string line =
         "{\"relay\":\"" + args_.a + "<->" + args_.b + "\",\"seed\":" + std::to_string(args_.seed);
@@ -342,6 +386,7 @@ int main(int argc, char** argv) {
   sigaddset(&stop, SIGTERM);
   sigaddset(&stop, SIGINT);
   sigaddset(&stop, SIGUSR1);
+  sigaddset(&stop, SIGHUP);
   sigprocmask(SIG_BLOCK, &stop, nullptr);
   struct sigaction sa {};
   sa.sa_handler = OnSignal;
@@ -349,6 +394,8 @@ int main(int argc, char** argv) {
   sigaction(SIGINT, &sa, nullptr);
   sa.sa_handler = OnReport;
   sigaction(SIGUSR1, &sa, nullptr);
+  sa.sa_handler = OnReload;
+  sigaction(SIGHUP, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
   if (args.realtime) netem::TryRealtime("netem-relay");
   prctl(PR_SET_TIMERSLACK, 1000UL);  // wake within ~1 us of a packet's due time, not 50 us
