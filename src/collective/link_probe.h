@@ -14,14 +14,15 @@
 //      other pairs' streams on a shared pipe); the dialer tells the acceptor;
 //   3. bandwidth, each direction in turn, driven by the receiver: it requests a
 //      warm-up stream of `warmup_bytes`, then streams sized from the last rate so that
-//      their second half, the timed part, lasts about `stream_time`, or 4 RTT if that
+//      their second half, the timed part, lasts about `stream_time`, or 8 RTT if that
 //      is longer (delayed links; at most 4x the one before, within [min_stream_bytes,
 //      max_stream_bytes], the upper bound lifted to 256 MB for the RTT) until one is steady (its
-//      last quarter as fast as its second half, within 15%: no token-bucket burst ran
-//      out inside it) with a second half of at least 3/4 stream_time, or reaches
-//      max_stream_bytes (at most 8 per direction); the rate of that stream's second
-//      half (the least-squares slope of bytes over the arrival times of its chunks, 64
-//      per stream: robust to the RTT-long holes that lost packets leave) is reported
+//      last half as fast as its last three quarters, within 15%: no token-bucket burst
+//      ran out late inside it) with a second half of at least 3/4 stream_time, or
+//      reaches max_stream_bytes (at most 8 per direction, then the median of the last
+//      three); the rate of that stream's last three quarters (read from the arrival
+//      times of its chunks, 64 per stream: the upper hull of bytes over time, robust to
+//      the RTT-long holes that lost packets leave, stream_rate.h) is reported
 //      to the sender. So a pair costs a few stream_time plus a few RTT
 //      on any link speed, shaped by a token bucket or not, and the whole probe about
 //      rounds * that;
@@ -30,7 +31,7 @@
 // allgather over `ring`, and every peer assembles the same bytes into the matrix.
 //
 // Reuse (ProbeOptions::known): a ring whose membership changed would probe every
-// link again, ~25 s per probe on internet-like links (8 streams of >= 4 RTT per
+// link again, ~20 s per probe on internet-like links (streams of >= 16 RTT per
 // direction and pair), and a rejoin pays it twice (the survivors' view, then the
 // view with the returning peer). Given the last matrix this peer shared, each pair
 // starts by exchanging a digest of it (the acceptor's in GO, the dialer's in its
