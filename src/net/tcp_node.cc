@@ -167,10 +167,16 @@ struct TcpNode::Impl {
   std::map<std::pair<int, uint64_t>, std::shared_ptr<TcpConnection>> arrived;  // not yet claimed
   std::map<int, std::string> refusals;    // rank -> why its last attempt was refused
   std::set<std::string> unlisted_warned;  // unlisted endpoints already logged as warnings
-  std::function<void(std::shared_ptr<TcpConnection>)> observer_handler;
-  std::function<void(std::shared_ptr<TcpConnection>)> data_fetch_handler;
-  std::map<std::string, FingerprintMismatch> mismatches;          // by endpoint
-  std::set<std::pair<std::string, std::string>> mismatch_warned;  // (endpoint, difference)
+  // The observer handlers are set and called under handler_mu (not `mu`): a call
+  // runs to its end before SetObserverHandler/SetDataFetchHandler returns, so their
+  // owners (StatusResponder, DataServer: handlers capture `this`) may be destroyed
+  // right after clearing them. Copying the handler under `mu` and calling it after
+  // had a call run on an owner that was already gone.
+  std::mutex handler_mu;
+  std::function<void(std::shared_ptr<TcpConnection>)> observer_handler;    // handler_mu
+  std::function<void(std::shared_ptr<TcpConnection>)> data_fetch_handler;  // handler_mu
+  std::map<std::string, FingerprintMismatch> mismatches;                   // by endpoint
+  std::set<std::pair<std::string, std::string>> mismatch_warned;           // (endpoint, difference)
 
   // The slot table (see tcp_node.h). Leaf lock: never held while taking `mu`.
   struct Slot {
@@ -311,12 +317,12 @@ TcpNode::~TcpNode() {
 }
 
 void TcpNode::SetObserverHandler(std::function<void(std::shared_ptr<TcpConnection>)> handler) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::lock_guard<std::mutex> lock(impl_->handler_mu);  // waits for a call in progress
   impl_->observer_handler = std::move(handler);
 }
 
 void TcpNode::SetDataFetchHandler(std::function<void(std::shared_ptr<TcpConnection>)> handler) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::lock_guard<std::mutex> lock(impl_->handler_mu);  // waits for a call in progress
   impl_->data_fetch_handler = std::move(handler);
 }
 
@@ -577,11 +583,9 @@ void TcpNode::OnHandshakeDone(const absl::Status& st, const std::shared_ptr<TcpC
                               int rank, uint64_t channel, bool authenticated,
                               const std::string& from, const std::string& claimed_endpoint) {
   if (st.ok() && rank == kObserverRank) {
-    std::function<void(std::shared_ptr<TcpConnection>)> handler;
-    {
-      std::lock_guard<std::mutex> lock(impl_->mu);
-      handler = channel == kDataFetchChannel ? impl_->data_fetch_handler : impl_->observer_handler;
-    }
+    std::lock_guard<std::mutex> lock(impl_->handler_mu);  // held during the call (see Impl)
+    const std::function<void(std::shared_ptr<TcpConnection>)>& handler =
+        channel == kDataFetchChannel ? impl_->data_fetch_handler : impl_->observer_handler;
     if (handler) {
       handler(conn);
     } else {

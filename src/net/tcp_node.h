@@ -193,7 +193,9 @@ class TcpNode : public std::enable_shared_from_this<TcpNode> {
   // Why the last incoming connection claiming `rank` was refused ("" if none was).
   std::string RefusalFor(int rank) const;
   // Receives every authenticated observer connection (on an io thread: hand it off,
-  // never block); nullptr closes them. Without a handler they are closed.
+  // never block); nullptr closes them. Without a handler they are closed. Once this
+  // returns, the handler it replaced is neither running nor called again (the caller
+  // may destroy what it captured); never call it from inside a handler.
   void SetObserverHandler(std::function<void(std::shared_ptr<TcpConnection>)> handler);
   // The same for observers that dialed kDataFetchChannel (src/fetch/data_server.h).
   void SetDataFetchHandler(std::function<void(std::shared_ptr<TcpConnection>)> handler);

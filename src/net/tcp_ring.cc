@@ -22,7 +22,8 @@ absl::StatusOr<std::unique_ptr<TcpRing>> TcpRing::Create(const TcpRingOptions& o
 absl::StatusOr<std::unique_ptr<TcpRing>> TcpRing::Form(std::shared_ptr<TcpNode> node,
                                                        std::vector<int> order, uint64_t channel,
                                                        absl::Duration wait,
-                                                       absl::Duration log_every) {
+                                                       absl::Duration log_every,
+                                                       const std::function<bool()>& cancelled) {
   std::vector<int> sorted = order;
   std::sort(sorted.begin(), sorted.end());
   bool valid = !sorted.empty() &&
@@ -53,6 +54,13 @@ absl::StatusOr<std::unique_ptr<TcpRing>> TcpRing::Form(std::shared_ptr<TcpNode> 
   std::shared_ptr<PendingLink> pending[2] = {out, in};
   std::unique_ptr<Link>* slot[2] = {&ring->next_, &ring->prev_};
   while (!ring->next_ || !ring->prev_) {
+    if (cancelled && cancelled()) {
+      for (int i = 0; i < 2; ++i) {
+        if (!*slot[i]) pending[i]->Cancel();
+      }
+      return absl::CancelledError(absl::StrFormat(
+          "forming the ring of %d in order [%s] was given up", n, absl::StrJoin(order, ",")));
+    }
     bool waited = false;
     for (int i = 0; i < 2; ++i) {
       if (*slot[i]) continue;

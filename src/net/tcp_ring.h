@@ -4,7 +4,8 @@
 // i, sends to order[i+1] and receives from order[i-1] (mod n). rank() is the ring
 // position, not the hosts-file rank. Forming the ring dials the successor and accepts
 // the predecessor concurrently, logging every `log_every` which neighbours are still
-// missing, and fails with a clear error when the wait ends. A ring formed later in
+// missing, and fails with a clear error when the wait ends (or Cancelled, within
+// ~100 ms, once `cancelled` says so). A ring formed later in
 // another order (probed links) or with other members (a new view) reuses the same node with
 // a new `channel`, so old and new links never mix.
 //
@@ -16,6 +17,7 @@
 // queued), and RecvFromPrevIntoAll waits for a run of such messages with one wake-up.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,10 +43,12 @@ class TcpRing : public RingTransport {
   static absl::StatusOr<std::unique_ptr<TcpRing>> Create(const TcpRingOptions& options);
   // Forms a ring on an existing node (re-forming in another order, new membership).
   // The order must contain node->self_rank() and only hosts-file ranks, each once.
-  static absl::StatusOr<std::unique_ptr<TcpRing>> Form(std::shared_ptr<TcpNode> node,
-                                                       std::vector<int> order, uint64_t channel,
-                                                       absl::Duration wait,
-                                                       absl::Duration log_every = absl::Seconds(5));
+  // `cancelled` (optional, polled about every 100 ms on the calling thread) gives the
+  // formation up: both pending links are cancelled and the result is Cancelled.
+  static absl::StatusOr<std::unique_ptr<TcpRing>> Form(
+      std::shared_ptr<TcpNode> node, std::vector<int> order, uint64_t channel, absl::Duration wait,
+      absl::Duration log_every = absl::Seconds(5),
+      const std::function<bool()>& cancelled = nullptr);
   ~TcpRing() override;
 
   int rank() const override { return position_; }

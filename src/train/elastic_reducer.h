@@ -215,7 +215,8 @@ class ElasticReducer final : public GradientReducer {
   void Completed(int64_t step, bool boundary);
   // TcpRing::Form on a helper thread, given up (Cancelled) as soon as a decision that
   // changes the view arrives (it goes to pending_), so no peer sits in a formation
-  // the cluster has left behind.
+  // the cluster has left behind. A formation given up is cancelled and joined (within
+  // ~100 ms): no thread of it outlives the call.
   absl::StatusOr<std::unique_ptr<net::TcpRing>> FormRing(std::vector<int> order, uint64_t channel,
                                                          absl::Duration wait);
   // The membership's view of the cluster for the status board (any thread).

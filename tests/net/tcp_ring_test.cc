@@ -249,6 +249,31 @@ TEST_CASE("tcp ring: a peer that never comes gives a clear error after the wait"
   CHECK(seconds < 6);
 }
 
+TEST_CASE("tcp ring: a formation given up (cancelled) returns within a poll and keeps no node") {
+  // The peers never come and the wait is long: only the cancel hook ends the
+  // formation, and once it returned nothing of it holds the node any more.
+  auto hosts = LoopbackHosts(3);
+  auto node = rt::net::TcpNode::Start(RingOptions(hosts, 0, absl::Seconds(60)).node);
+  REQUIRE(node.ok());
+  std::weak_ptr<rt::net::TcpNode> weak = *node;
+  std::atomic<bool> cancel{false};
+  absl::StatusOr<std::unique_ptr<TcpRing>> ring = absl::UnknownError("not run");
+  std::thread former([&, n = *std::move(node)]() mutable {
+    ring = TcpRing::Form(std::move(n), {0, 1, 2}, /*channel=*/7, absl::Seconds(60),
+                         absl::Seconds(5), [&] { return cancel.load(); });
+  });
+  absl::SleepFor(absl::Milliseconds(300));
+  rt::Stopwatch watch;
+  cancel = true;
+  former.join();
+  const double seconds = watch.ElapsedSeconds();
+  INFO(ring.status().ToString());
+  CHECK(absl::IsCancelled(ring.status()));
+  CHECK(Contains(ring.status(), "given up"));
+  CHECK(seconds < 1.0);
+  CHECK(weak.expired());  // the node went with the formation's copy
+}
+
 TEST_CASE("tcp ring: port in use is a clear error") {
   auto hosts = LoopbackHosts(2);
   int fd = socket(AF_INET, SOCK_STREAM, 0);

@@ -5,7 +5,8 @@
 //     the state and every replica ends bit-identical, close to one peer alone;
 //   - a stop request stops every peer after the same step, the leader checkpoints;
 //   - a peer without quorum gives up after `wait`, naming why;
-//   - a joiner asked to stop while it receives the state leaves at once.
+//   - a joiner asked to stop while it receives the state leaves at once;
+//   - a ring formation given up leaves no thread behind: the node goes with the peer.
 #include "train/elastic_reducer.h"
 
 #include <doctest/doctest.h>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "ckpt/checkpoint.h"
+#include "cluster/membership_service.h"
 #include "core/clock.h"
 #include "net/net_test_util.h"
 #include "observe/status_board.h"
@@ -259,6 +261,66 @@ TEST_CASE("elastic: a joiner asked to stop while it receives the state leaves at
   CHECK(joiner_s < 3.0 * kSlow);
   CHECK(joiner->step() == 0);
   CHECK(source->step() >= 3);
+}
+
+TEST_CASE("elastic: a ring formation given up leaves no thread behind -- the node goes with it") {
+  // Peer 1 is a membership service only: it joins the view but never forms the ring,
+  // so peer 0 sits in the view's ring formation (waiting for its predecessor) until
+  // it gives it up. The formation's thread must not outlive the peer: it held the
+  // node (listener, io threads, handshakes, sealed links) for the rest of the form
+  // wait, also after main() had returned in `train`, where OpenSSL used on those
+  // threads while exit() runs OPENSSL_cleanup crashes the process with SIGSEGV.
+  testing::UseOneThread();
+  ClearStopRequest();
+  TempDir tmp;
+  REQUIRE(testing::WriteMarkovData(tmp / "data", 40, 5000, 500).empty());
+  const std::vector<net::HostEntry> hosts = net::testing::LoopbackHosts(2);
+
+  auto node1 = net::TcpNode::Start(NodeOptions(hosts, 1));
+  REQUIRE_MESSAGE(node1.ok(), node1.status().ToString());
+  cluster::MembershipServiceOptions so;
+  so.node = *node1;
+  so.peer_timeout_ms = 1000 * kSlow;
+  so.heartbeat_interval_ms = 100;
+  so.proposal_timeout_ms = 500 * kSlow;
+  so.startup_grace_ms = 3000 * kSlow;
+  so.initial_state = {0, 0};  // what a fresh trainer holds: no state transfer
+  auto service1 = cluster::MembershipService::Start(std::move(so));
+  REQUIRE_MESSAGE(service1.ok(), service1.status().ToString());
+
+  std::weak_ptr<net::TcpNode> node0;
+  std::unique_ptr<Trainer> peer =
+      MakePeer(hosts, 0, ElasticConfig(tmp / "data", 1000000), /*watch_signals=*/true, true,
+               absl::Seconds(60), [&](ElasticOptions& e) { node0 = e.node; });
+  absl::Status result;
+  std::thread runner([&] { result = peer->Run(); });
+
+  // Peer 0 dials its successor (peer 1) on the ring channel of the view: it is forming.
+  const absl::Time end = absl::Now() + absl::Seconds(30 * kSlow);
+  while (absl::Now() < end &&
+         ((*service1)->view().members.size() != 2 || !(*service1)->CanTrain())) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  const cluster::View view = (*service1)->view();
+  std::shared_ptr<net::PendingLink> dialled =
+      (*node1)->AcceptFrom(0, cluster::RingChannel(view), end);
+  const bool forming = dialled->Wait(end - absl::Now()) && dialled->Take().ok();
+
+  RequestStop();  // as SIGTERM would: a peer that has not trained leaves at once
+  runner.join();
+  ClearStopRequest();
+  REQUIRE_MESSAGE(forming, "peer 0 never dialled the ring of view ", view.ToString());
+  CHECK_MESSAGE(result.ok(), result.ToString());
+  CHECK(peer->step() == 0);
+  peer.reset();
+  // Nothing of the peer holds its node now (a poll: io handlers let go of theirs).
+  const int64_t start_ms = NowMs();
+  while (!node0.expired() && NowMs() - start_ms < 1000 * kSlow) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  MESSAGE("peer 0's node released ", (NowMs() - start_ms) / 1000.0, " s after the peer");
+  CHECK(node0.expired());
+  (*service1)->Stop();
 }
 
 }  // namespace rt::train
