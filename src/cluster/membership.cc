@@ -441,7 +441,13 @@ void Membership::Install(const View& view, const StepAgreement& agreement, int64
   for (const PeerId& m : view.members) pending_joiners_.erase(m);
   const bool need_state = std::find(agreement.need_state.begin(), agreement.need_state.end(),
                                     cfg_.self) != agreement.need_state.end();
-  state_ = agreement.resume;  // after the transfer (if any) this peer holds it
+  // state_ stays what the trainer last reported. A member sent the state holds it only
+  // once the transfer lands (SetState); a transfer given up because a newer view came
+  // leaves it with what it held, and its ack of that view must say so, so that the view
+  // sends it the state again. Assuming the agreed version here made such a view skip
+  // it: it found itself without state, disrupted the view, and two peers doing so in
+  // turn superseded each other's transfers forever on links where a transfer takes
+  // longer than a view change.
   Decide({Decision::kInstallView, view.leader(),
           absl::StrFormat("installed %s, resuming from %s%s", view.ToString(),
                           agreement.resume.ToString(),

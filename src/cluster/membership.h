@@ -29,6 +29,11 @@
 //   StepAgreement and sends ViewCommit; members install the view if it matches their
 //   promise (Decision kInstallView). A proposal unanswered after proposal_timeout_ms
 //   marks the silent members unreachable and is retried without them.
+// - State reports: a peer's StateVersion (in acks) is only ever what its trainer
+//   reported (initial state, OnStepCompleted, SetState, OnStateTransferFailed), never
+//   the version a view agreed on: a member in need_state keeps reporting its old
+//   version until its transfer lands, so a view that supersedes the transfer sends it
+//   the state again instead of finding it without state.
 // - Exclusion: a member that learns (from a heartbeat) of a newer installed view it
 //   did not install is out of date: kExcluded (discard state), then it is a joiner.
 //   Two views of the same epoch (two proposers committed after members switched

@@ -15,7 +15,8 @@
 // state transfer copies the source's. Invariants checked on every tick:
 // - at most one view trains at a time (no split brain);
 // - members of a training ring hold identical states;
-// - a state transfer's source really holds the agreed version.
+// - a state transfer's source really holds the agreed version;
+// - a member not sent the state already holds the version the view resumes from.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -49,6 +50,10 @@ struct SimOptions {
   int64_t end_lag_ms = 50;
   int64_t refusal_ttl_ms = 15000;
   uint32_t delay_seed = 1;
+  // > 0: a state transfer takes this long (a large model on a slow link). As in the
+  // trainer, a decision that ends the view gives it up and the peer keeps what it held;
+  // a transfer that lands is reported with SetState and the ring may then train.
+  int64_t transfer_ms = 0;
 };
 
 struct SimState {
@@ -92,6 +97,7 @@ class SimCluster {
     p.installed = View{};
     p.inbox.clear();
     p.end_at_ms = -1;
+    p.transfer_done_ms = -1;
   }
   void StartAll() {
     for (size_t i = 0; i < peers_.size(); ++i) Start(static_cast<int>(i));
@@ -155,6 +161,15 @@ class SimCluster {
     return M(who[0]).view().members.size() == who.size();
   }
   bool Training(int i) { return Live(i) && !peers_[i].stopped && M(i).CanTrain(); }
+  // AllTrainingTogether, and every simulated trainer runs that view (its state
+  // transfer, if any, has landed): the ring trains.
+  bool RingTrains(const std::vector<int>& who) {
+    if (!AllTrainingTogether(who)) return false;
+    for (int i : who) {
+      if (peers_[i].installed != M(i).view()) return false;
+    }
+    return true;
+  }
 
   std::string Dump() {
     std::string s;
@@ -183,7 +198,10 @@ class SimCluster {
     SimState state;
     View installed;  // the view the simulated trainer runs in
     int64_t step_started_ms = -1;
-    int64_t end_at_ms = -1;  // announces the end of the job then (end_step)
+    int64_t end_at_ms = -1;         // announces the end of the job then (end_step)
+    int64_t transfer_done_ms = -1;  // a state transfer in progress lands then (transfer_ms)
+    SimState transfer_state;        // ... with this state, for this view
+    View transfer_view;
     struct InFlight {
       int64_t deliver_ms;
       std::vector<uint8_t> bytes;
@@ -229,6 +247,7 @@ class SimCluster {
       }
       p.m->OnTick(now_ms_);
     }
+    LandTransfers();
     TrainOneTick();
     Drain();
   }
@@ -261,6 +280,9 @@ class SimCluster {
     Peer& p = peers_[i];
     log_.push_back("t=" + std::to_string(now_ms_) + " " + Name(i) + " " + DecisionKindName(d.kind) +
                    " " + d.peer + " " + d.reason);
+    if (EndsView(d.kind) || d.kind == Decision::kConfigMismatch) {
+      p.transfer_done_ms = -1;  // given up: the newer decision replaces its view
+    }
     switch (d.kind) {
       case Decision::kInstallView: {
         ++view_changes_;
@@ -277,11 +299,22 @@ class SimCluster {
             p.installed = View{};
             break;
           }
+          if (options_.transfer_ms > 0) {
+            p.transfer_done_ms = now_ms_ + options_.transfer_ms;
+            p.transfer_state = peers_[src].state;
+            p.transfer_view = d.view;
+            p.installed = View{};
+            break;
+          }
           p.state = peers_[src].state;
-        } else {
+        } else if (p.state.version != d.agreement.resume) {
           CHECK_MESSAGE(p.state.version == d.agreement.resume, Name(i), " holds ",
                         p.state.version.ToString(), " but the view resumes from ",
                         d.agreement.resume.ToString());
+          // As the trainer does: this peer cannot join the ring; a new view follows.
+          p.m->OnStateTransferFailed(p.state.version, now_ms_);
+          p.installed = View{};
+          break;
         }
         p.installed = d.view;
         p.step_started_ms = -1;
@@ -303,6 +336,20 @@ class SimCluster {
       case Decision::kWarning:
       case Decision::kPeerLeft:
         break;
+    }
+  }
+
+  // State transfers in progress that are due land (transfer_ms).
+  void LandTransfers() {
+    for (size_t i = 0; i < peers_.size(); ++i) {
+      Peer& p = peers_[i];
+      if (!Live(static_cast<int>(i)) || p.stopped || p.transfer_done_ms < 0) continue;
+      if (now_ms_ < p.transfer_done_ms) continue;
+      p.transfer_done_ms = -1;
+      p.state = p.transfer_state;
+      p.m->SetState(p.state.version);
+      p.installed = p.transfer_view;
+      p.step_started_ms = -1;
     }
   }
 
