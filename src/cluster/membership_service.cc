@@ -31,7 +31,6 @@ struct MembershipService::OutLink {
   std::unique_ptr<net::Link> link;
   std::shared_ptr<net::PendingLink> dialing;
   int64_t dial_after_ms = 0;
-  int64_t dial_started_ms = 0;
   int64_t up_ms = 0;                 // when the current link was adopted
   bool warned = false;               // a fatal refusal was logged
   uint64_t report_version_sent = 0;  // local_report_version_ last attached
@@ -281,11 +280,15 @@ void MembershipService::Apply(const Event& e, int64_t now_ms) {
       break;
     case Event::kPeerConnected: {
       // The peer (re)started and dialled us: dial it back now rather than when the
-      // backoff of the running attempt (up to 1 s) next fires.
+      // backoff of the running attempt (up to 1 s) next fires. Only a dial that is
+      // backing off: one that is connecting or handshaking may be a link the peer has
+      // just accepted. Cancelling it closes that link, the peer reports it broken and
+      // redials, and when both peers dial each other at about the same time over slow
+      // links (a handshake takes a few round trips) each one's new link cancels the
+      // other's dial, round after round: they never keep a link.
       const int rank = RankOfPeer(e.peer);
       OutLink* o = rank >= 0 ? out_[rank].get() : nullptr;
-      if (o && !o->link && o->dialing && now_ms - o->dial_started_ms > 100) {
-        o->dialing->Cancel();
+      if (o && !o->link && o->dialing && o->dialing->CancelIfBackingOff()) {
         o->dialing.reset();
         o->dial_after_ms = now_ms;
       }
@@ -377,7 +380,6 @@ void MembershipService::PumpLinks(int64_t now_ms) {
     }
     if (!o->link && !o->dialing && now_ms >= o->dial_after_ms) {
       o->dialing = node_->ConnectTo(static_cast<int>(r), options_.channel, absl::Now() + kDialSpan);
-      o->dial_started_ms = now_ms;
     }
   }
 }

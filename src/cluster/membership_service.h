@@ -5,10 +5,12 @@
 // gradient chunks) and drives one Membership on its own control thread, so compute
 // never delays heartbeats. Links are one-way: every peer dials each other peer and
 // sends on that link (redialled with backoff whenever it breaks or the peer comes
-// back), and accepts each other peer's link and receives on it. Every Envelope is the
-// payload of one kControl frame whose frame epoch is the envelope epoch; the
-// Membership's EpochGate refuses older epochs (the frame layer does not, so a stale
-// peer is answered, not disconnected).
+// back; a dial waiting out its backoff restarts at once when the peer's own link
+// arrives, one connecting or handshaking is kept: cancelling it would close a link the
+// peer may have just accepted), and accepts each other peer's link and receives on it.
+// Every Envelope is the payload of one kControl frame whose frame epoch is the
+// envelope epoch; the Membership's EpochGate refuses older epochs (the frame layer
+// does not, so a stale peer is answered, not disconnected).
 //
 // Events reach Membership in arrival order on the control thread: received
 // envelopes, broken links (OnLinkBroken: a closed socket is noticed at once, a silent

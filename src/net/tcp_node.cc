@@ -80,69 +80,6 @@ bool IsMismatch(const absl::Status& s) {
 
 }  // namespace
 
-// ---------------------------------------------------------------- PendingLink
-
-bool PendingLink::Wait(absl::Duration timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  return cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout), [&] { return done_; });
-}
-
-absl::StatusOr<std::unique_ptr<Link>> PendingLink::Take() {
-  std::shared_ptr<TcpNode> node;
-  absl::StatusOr<std::shared_ptr<TcpConnection>> result = absl::UnknownError("pending");
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!done_) return absl::FailedPreconditionError("PendingLink::Take before it is done");
-    if (taken_) return absl::FailedPreconditionError("PendingLink::Take called twice");
-    taken_ = true;
-    result = std::move(result_);
-    node = node_.lock();
-  }
-  if (!result.ok()) return result.status();
-  if (!node) return absl::CancelledError("node stopped");
-  return std::make_unique<Link>(node, *std::move(result), peer_rank_);
-}
-
-std::string PendingLink::Describe() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return note_.empty() ? what_ : what_ + " (" + note_ + ")";
-}
-
-void PendingLink::Cancel() {
-  std::shared_ptr<TcpConnection> late;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (done_) {
-      if (!taken_ && result_.ok()) late = *result_;
-      taken_ = true;
-    } else {
-      done_ = true;
-      result_ = absl::CancelledError(what_ + ": cancelled");
-    }
-    cv_.notify_all();
-  }
-  if (late) late->Close();
-}
-
-bool PendingLink::Fulfil(absl::StatusOr<std::shared_ptr<TcpConnection>> result) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (done_) return false;
-  done_ = true;
-  result_ = std::move(result);
-  cv_.notify_all();
-  return true;
-}
-
-void PendingLink::Note(const std::string& note) {
-  std::lock_guard<std::mutex> lock(mu_);
-  note_ = note;
-}
-
-bool PendingLink::done() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return done_;
-}
-
 // ---------------------------------------------------------------- Impl
 
 struct TcpNode::Impl {
@@ -198,7 +135,7 @@ struct Dial : std::enable_shared_from_this<Dial> {
         timer(node->impl_->dial_context()) {}
 
   void Attempt() {
-    if (pending->done()) return;
+    if (!pending->BeginAttempt()) return;  // cancelled
     if (absl::Now() >= deadline) {
       std::string refused = node->RefusalFor(rank);
       pending->Fulfil(absl::DeadlineExceededError(absl::StrFormat(
@@ -272,7 +209,7 @@ struct Dial : std::enable_shared_from_this<Dial> {
 
   void Retry(const std::string& problem) {
     last_problem = problem;
-    pending->Note(problem);
+    pending->BackOff(problem);
     auto self = shared_from_this();
     timer.expires_after(
         std::min<std::chrono::nanoseconds>(absl::ToChronoNanoseconds(backoff), Until(deadline)));

@@ -139,18 +139,27 @@ class PendingLink {
   std::string Describe() const;
   // Gives up; a link that arrives later is closed.
   void Cancel();
+  // ConnectTo only: cancels the dial if it is waiting out the backoff between two
+  // attempts, and says whether it did. A dial that is connecting or handshaking (or
+  // done) is left alone: cancelling it would close a connection the peer may already
+  // have accepted as its link from us, which the peer sees as a broken link.
+  bool CancelIfBackingOff();
 
  private:
   friend class TcpNode;
   friend struct Dial;
   bool Fulfil(absl::StatusOr<std::shared_ptr<TcpConnection>> result);  // false if already done
   void Note(const std::string& note);
-  bool done() const;
+  // Dial: an attempt failed with `problem` and the next waits out the backoff.
+  void BackOff(const std::string& problem);
+  // Dial: false if done (cancelled); else the next attempt starts now.
+  bool BeginAttempt();
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
   bool taken_ = false;
+  bool backing_off_ = false;  // a dial between attempts (no connection of it is open)
   absl::StatusOr<std::shared_ptr<TcpConnection>> result_ = absl::UnknownError("pending");
   std::string what_;
   std::string note_;

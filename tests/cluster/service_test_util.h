@@ -9,6 +9,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cluster/membership_service.h"
@@ -61,6 +62,10 @@ class LoopbackCluster {
     start_file_.clear();
     for (int i : who) start_file_.push_back(hosts_[i]);
   }
+  // Peers started from now on dial through relays: TcpNodeOptions::dial_via of peer i.
+  void SetDialVia(int i, std::vector<std::pair<std::string, std::string>> via) {
+    peers_[i].dial_via = std::move(via);
+  }
   MembershipService& S(int i) { return *peers_[i].service; }
   const std::shared_ptr<net::TcpNode>& Node(int i) { return peers_[i].node; }
   bool Live(int i) const { return peers_[i].service != nullptr; }
@@ -69,8 +74,10 @@ class LoopbackCluster {
     auto self = std::find_if(start_file_.begin(), start_file_.end(),
                              [&](const net::HostEntry& h) { return h.Endpoint() == Id(i); });
     REQUIRE_MESSAGE(self != start_file_.end(), "peer " << i << " is not in the start file");
-    auto node = net::TcpNode::Start(
-        LoopbackNodeOptions(start_file_, static_cast<int>(self - start_file_.begin())));
+    net::TcpNodeOptions node_options =
+        LoopbackNodeOptions(start_file_, static_cast<int>(self - start_file_.begin()));
+    node_options.dial_via = peers_[i].dial_via;
+    auto node = net::TcpNode::Start(std::move(node_options));
     REQUIRE_MESSAGE(node.ok(), node.status().ToString());
     MembershipServiceOptions o;
     o.node = *node;
@@ -146,6 +153,7 @@ class LoopbackCluster {
   struct Peer {
     std::shared_ptr<net::TcpNode> node;
     std::unique_ptr<MembershipService> service;
+    std::vector<std::pair<std::string, std::string>> dial_via;
   };
   ServiceTimeouts t_;
   std::vector<net::HostEntry> hosts_;
