@@ -18,11 +18,7 @@ namespace {
 using testing::LoopbackCluster;
 using testing::ServiceTimeouts;
 
-#ifdef RINGTRAIN_SANITIZED
-constexpr double kSlow = 3;
-#else
-constexpr double kSlow = 1;
-#endif
+using testing::kSlow;
 
 TEST_CASE("two peers dialling each other at once over a 120 ms round trip keep their links") {
   // A round trip of 120 ms: a handshake ends ~300 ms (acceptor) and ~360 ms (dialer)

@@ -23,11 +23,7 @@ namespace {
 using testing::LoopbackCluster;
 using testing::ServiceTimeouts;
 
-#ifdef RINGTRAIN_SANITIZED
-constexpr double kSlow = 3;
-#else
-constexpr double kSlow = 1;
-#endif
+using testing::kSlow;
 absl::Duration Bound(double seconds) { return absl::Seconds(seconds * kSlow); }
 
 // Milliseconds until every peer of `who` trains in a view of exactly `who` whose

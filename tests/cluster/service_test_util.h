@@ -18,6 +18,13 @@
 
 namespace rt::cluster::testing {
 
+// Sanitizers run the io threads several times slower: time bounds are scaled by this.
+#ifdef RINGTRAIN_SANITIZED
+inline constexpr double kSlow = 3;
+#else
+inline constexpr double kSlow = 1;
+#endif
+
 // Short timeouts so that every scenario ends within a few seconds.
 struct ServiceTimeouts {
   int64_t peer_timeout_ms = 300;
