@@ -41,14 +41,12 @@ void PendingLink::Cancel() {
   std::shared_ptr<TcpConnection> late;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (done_) {
-      if (!taken_ && result_.ok()) late = *result_;
-      taken_ = true;
-    } else {
-      done_ = true;
-      result_ = absl::CancelledError(what_ + ": cancelled");
+    if (!done_) {
+      CancelPendingLocked();
+      return;
     }
-    cv_.notify_all();
+    if (!taken_ && result_.ok()) late = *result_;
+    taken_ = true;
   }
   if (late) late->Close();
 }
@@ -57,10 +55,14 @@ bool PendingLink::CancelIfBackingOff() {
   // Under one lock with BeginAttempt: a dial seen backing off starts no attempt after.
   std::lock_guard<std::mutex> lock(mu_);
   if (done_ || !backing_off_) return false;
-  done_ = true;  // as Cancel() of a pending link: Take() says it was cancelled
-  result_ = absl::CancelledError(what_ + ": cancelled");
-  cv_.notify_all();
+  CancelPendingLocked();
   return true;
+}
+
+void PendingLink::CancelPendingLocked() {
+  done_ = true;
+  result_ = absl::CancelledError(what_ + ": cancelled");  // what Take() returns
+  cv_.notify_all();
 }
 
 bool PendingLink::Fulfil(absl::StatusOr<std::shared_ptr<TcpConnection>> result) {

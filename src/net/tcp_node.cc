@@ -1,5 +1,6 @@
-// TcpNode: listener, dialing with backoff, the slot table, and handing out links once
-// their handshake (tcp_handshake.cc) succeeded.
+// TcpNode: listener, dialing with backoff, and handing out links once their handshake
+// (tcp_handshake.cc) succeeded. The slot table is in tcp_node_hosts.cc, the state both
+// share in tcp_node_impl.h.
 #include "net/tcp_node.h"
 
 #include <asio/executor_work_guard.hpp>
@@ -16,8 +17,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <map>
-#include <set>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -27,6 +26,7 @@
 #include "core/log.h"
 #include "net/socket_tuning.h"
 #include "net/tcp_handshake.h"
+#include "net/tcp_node_impl.h"
 
 namespace rt::net {
 namespace {
@@ -79,50 +79,6 @@ bool IsMismatch(const absl::Status& s) {
 }
 
 }  // namespace
-
-// ---------------------------------------------------------------- Impl
-
-struct TcpNode::Impl {
-  explicit Impl(int threads) {
-    for (int i = 0; i < threads; ++i) {
-      contexts.push_back(std::make_unique<asio::io_context>(1));
-      guards.emplace_back(asio::make_work_guard(*contexts.back()));
-    }
-    acceptor = std::make_unique<tcp::acceptor>(*contexts.front());
-  }
-  asio::io_context& dial_context() { return *contexts.front(); }
-  asio::io_context& accept_context() { return *contexts.back(); }
-
-  // Declared first: destroyed last, after everything holding sockets.
-  std::vector<std::unique_ptr<asio::io_context>> contexts;
-  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> guards;
-  std::vector<std::thread> threads;
-  std::unique_ptr<tcp::acceptor> acceptor;
-
-  std::mutex mu;
-  std::map<std::pair<int, uint64_t>, std::shared_ptr<PendingLink>> waiting;    // AcceptFrom
-  std::map<std::pair<int, uint64_t>, std::shared_ptr<TcpConnection>> arrived;  // not yet claimed
-  std::map<int, std::string> refusals;    // rank -> why its last attempt was refused
-  std::set<std::string> unlisted_warned;  // unlisted endpoints already logged as warnings
-  // The observer handlers are set and called under handler_mu (not `mu`): a call
-  // runs to its end before SetObserverHandler/SetDataFetchHandler returns, so their
-  // owners (StatusResponder, DataServer: handlers capture `this`) may be destroyed
-  // right after clearing them. Copying the handler under `mu` and calling it after
-  // had a call run on an owner that was already gone.
-  std::mutex handler_mu;
-  std::function<void(std::shared_ptr<TcpConnection>)> observer_handler;    // handler_mu
-  std::function<void(std::shared_ptr<TcpConnection>)> data_fetch_handler;  // handler_mu
-  std::map<std::string, FingerprintMismatch> mismatches;                   // by endpoint
-  std::set<std::pair<std::string, std::string>> mismatch_warned;           // (endpoint, difference)
-
-  // The slot table (see tcp_node.h). Leaf lock: never held while taking `mu`.
-  struct Slot {
-    HostEntry host;
-    bool active = true;
-  };
-  mutable std::mutex hosts_mu;
-  std::vector<Slot> slots;
-};
 
 // One outgoing connection attempt sequence, retried with backoff until the deadline.
 struct Dial : std::enable_shared_from_this<Dial> {
@@ -289,127 +245,6 @@ std::vector<FingerprintMismatch> TcpNode::FingerprintMismatches() const {
   std::vector<FingerprintMismatch> out;
   for (const auto& [endpoint, m] : impl_->mismatches) out.push_back(m);
   return out;
-}
-
-std::string TcpNode::PeerName(int rank) const {
-  std::lock_guard<std::mutex> lock(impl_->hosts_mu);
-  if (rank < 0 || rank >= static_cast<int>(impl_->slots.size())) {
-    return absl::StrFormat("rank %d", rank);
-  }
-  return absl::StrFormat("rank %d (%s)", rank, impl_->slots[rank].host.Endpoint());
-}
-
-int TcpNode::num_hosts() const {
-  std::lock_guard<std::mutex> lock(impl_->hosts_mu);
-  return static_cast<int>(impl_->slots.size());
-}
-
-int TcpNode::RankOf(const std::string& endpoint) const {
-  std::lock_guard<std::mutex> lock(impl_->hosts_mu);
-  for (size_t i = 0; i < impl_->slots.size(); ++i) {
-    if (impl_->slots[i].active && impl_->slots[i].host.Endpoint() == endpoint) {
-      return static_cast<int>(i);
-    }
-  }
-  return -1;
-}
-
-bool TcpNode::IsActive(int rank) const {
-  std::lock_guard<std::mutex> lock(impl_->hosts_mu);
-  return rank >= 0 && rank < static_cast<int>(impl_->slots.size()) && impl_->slots[rank].active;
-}
-
-HostEntry TcpNode::Host(int rank) const {
-  std::lock_guard<std::mutex> lock(impl_->hosts_mu);
-  if (rank < 0 || rank >= static_cast<int>(impl_->slots.size())) return HostEntry{};
-  return impl_->slots[rank].host;
-}
-
-std::vector<HostEntry> TcpNode::ActiveHosts() const {
-  std::lock_guard<std::mutex> lock(impl_->hosts_mu);
-  std::vector<HostEntry> out;
-  for (const auto& s : impl_->slots) {
-    if (s.active) out.push_back(s.host);
-  }
-  return out;
-}
-
-absl::Status TcpNode::SetHosts(const std::vector<HostEntry>& hosts) {
-  std::set<std::string> seen;
-  for (const HostEntry& h : hosts) {
-    if (!seen.insert(h.Endpoint()).second) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("the new host list names %s twice", h.Endpoint()));
-    }
-  }
-  if (!seen.count(self_endpoint_)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "the new host list must contain this peer's own endpoint %s", self_endpoint_));
-  }
-  if (options_.secret.empty() && !AllLoopback(hosts)) {
-    return absl::FailedPreconditionError(
-        "a shared secret is required unless every host is loopback (--secret-file or "
-        "RINGTRAIN_SECRET): the new host list names a non-loopback host");
-  }
-  std::set<int> removed;
-  std::vector<std::string> added_names, removed_names;
-  {
-    std::lock_guard<std::mutex> lock(impl_->hosts_mu);
-    auto& slots = impl_->slots;
-    for (size_t i = 0; i < slots.size(); ++i) {
-      if (slots[i].active && !seen.count(slots[i].host.Endpoint())) {
-        slots[i].active = false;
-        removed.insert(static_cast<int>(i));
-        removed_names.push_back(slots[i].host.Endpoint());
-      }
-    }
-    for (const HostEntry& h : hosts) {
-      auto it = std::find_if(slots.begin(), slots.end(), [&](const Impl::Slot& s) {
-        return s.host.Endpoint() == h.Endpoint();
-      });
-      if (it == slots.end()) {
-        slots.push_back({h, true});
-        added_names.push_back(h.Endpoint());
-        continue;
-      }
-      if (!it->active) added_names.push_back(h.Endpoint());
-      it->host = h;
-      it->active = true;
-    }
-  }
-  std::vector<std::shared_ptr<PendingLink>> waits;
-  std::vector<std::shared_ptr<TcpConnection>> unclaimed;
-  {
-    std::lock_guard<std::mutex> lock(impl_->mu);
-    for (auto it = impl_->waiting.begin(); it != impl_->waiting.end();) {
-      if (!removed.count(it->first.first)) {
-        ++it;
-        continue;
-      }
-      waits.push_back(it->second);
-      it = impl_->waiting.erase(it);
-    }
-    for (auto it = impl_->arrived.begin(); it != impl_->arrived.end();) {
-      if (!removed.count(it->first.first)) {
-        ++it;
-        continue;
-      }
-      unclaimed.push_back(it->second);
-      it = impl_->arrived.erase(it);
-    }
-    for (int r : removed) impl_->refusals.erase(r);
-    impl_->unlisted_warned.clear();
-  }
-  for (auto& w : waits) {
-    w->Fulfil(absl::UnavailableError(
-        absl::StrFormat("%s was removed from this peer's hosts list", PeerName(w->peer_rank_))));
-  }
-  for (auto& c : unclaimed) c->Close();
-  if (!added_names.empty() || !removed_names.empty()) {
-    LogInfo("host list changed: added [%s], removed [%s]", absl::StrJoin(added_names, " "),
-            absl::StrJoin(removed_names, " "));
-  }
-  return absl::OkStatus();
 }
 
 absl::StatusOr<std::shared_ptr<TcpNode>> TcpNode::Start(TcpNodeOptions options) {

@@ -154,6 +154,8 @@ class PendingLink {
   void BackOff(const std::string& problem);
   // Dial: false if done (cancelled); else the next attempt starts now.
   bool BeginAttempt();
+  // Under mu_, not done: gives the link up (Cancel, CancelIfBackingOff).
+  void CancelPendingLocked();
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
