@@ -180,7 +180,8 @@ class Trainer {
   // fails, nothing changed and the staged momentum waits for SettleOuterPieces.
   absl::StatusOr<sync::OuterStepFigures> ShardedOuterStep();
   // At a checkpoint moment of round sync with sharding, every member takes part; a
-  // writer (`need`) receives the whole momentum into outer_ckpt_momentum_.
+  // writer (`need`) starts the checkpoint of step_ (sharded_ckpt_: the parameters and
+  // AdamW moments, and the outer momentum written into its file as its pieces arrive).
   absl::Status GatherOuterMomentum(bool need);
   // Round sync with sharding's checkpoint moments need the gather (round mode, past
   // --outer-after's switch).
@@ -268,15 +269,12 @@ class Trainer {
   // --outer-shard on: the outer step count (OuterStepsAt) at which round_'s pieces hold
   // the ring's values (-1: they do not), the view epoch of their cut, whether the
   // momentum is known to be zero everywhere (step 0, --outer-after's switch), a staged
-  // outer step (the count it completes, -1 = none, and its momentum), and a writer's
-  // gathered momentum of step outer_ckpt_step_.
+  // outer step (the count it completes, -1 = none, and its momentum).
   int64_t outer_held_ = -1;
   uint64_t outer_epoch_ = 0;
   bool outer_zero_ = false;
   int64_t outer_staged_at_ = -1;
   AlignedBuffer<float> outer_staged_;
-  AlignedBuffer<float> outer_ckpt_momentum_;
-  int64_t outer_ckpt_step_ = -1;
   // --zero 1 (GradientReducer::ShardsOptimizer): the optimizer of this peer's pieces,
   // made at the first step (the pieces are known after BeginStep); adam_ is then null.
   std::unique_ptr<optim::ShardedAdamW> sharded_adam_;
@@ -300,8 +298,8 @@ class Trainer {
   // --zero 1 resumed from a checkpoint: its full moments are read from disk on demand
   // (only the pieces this peer needs are ever in memory).
   std::optional<ckpt::Checkpoint> resumed_checkpoint_;
-  // --zero 1 writers: the checkpoint of sharded_ckpt_step_ being built (parameters and
-  // moments in place; the writer adds the rest and publishes it). Shared with the
+  // --zero 1 (and --outer-shard on) writers: the checkpoint of sharded_ckpt_step_ being built
+  // (parameters and moments in place; the writer adds the rest and publishes it). Shared with the
   // writer thread's closure.
   std::shared_ptr<ckpt::CheckpointBuilder> sharded_ckpt_;
   int64_t sharded_ckpt_step_ = -1;

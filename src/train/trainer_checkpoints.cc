@@ -34,28 +34,20 @@ absl::Status Trainer::WriteCheckpoint(int64_t step, uint64_t epoch) const {
     // per-step steps (up to the switch at step N) has none, as a per-step run's.
     const bool outer = round_ && (config_.round.after == 0 || step > config_.round.after);
     const sync::RoundSync* round = round_.get();
-    absl::Span<const float> momentum = outer ? round->momentum() : absl::Span<const float>();
-    if (outer && round->sharded()) {
-      // --outer-shard on: the momentum the ring gathered for this step (GatherOuterMomentum).
-      if (outer_ckpt_step_ != step) {
-        return absl::FailedPreconditionError(absl::StrFormat(
-            "no checkpoint of step %d: with --outer-shard on this peer holds only its pieces of "
-            "the outer momentum, and the ring did not gather them for this step",
-            step));
-      }
-      momentum = outer_ckpt_momentum_.span();
+    if (!outer || !round->sharded()) {
+      return SaveTrainCheckpoint(config_.ckpt_dir, CheckpointMetaAt(step, epoch), params_.span(),
+                                 adam_->m(), adam_->v(), tokenizer_model_, config_.ckpt_keep,
+                                 outer ? round->momentum() : absl::Span<const float>());
     }
-    return SaveTrainCheckpoint(config_.ckpt_dir, CheckpointMetaAt(step, epoch), params_.span(),
-                               adam_->m(), adam_->v(), tokenizer_model_, config_.ckpt_keep,
-                               momentum);
+    // --outer-shard on: the checkpoint the ring gathered for this step (GatherOuterMomentum).
   }
-  // --zero 1: the checkpoint the ring gathered for this step (GatherMomentsForCheckpoint).
   std::shared_ptr<ckpt::CheckpointBuilder> b = sharded_ckpt_;
   if (b == nullptr || sharded_ckpt_step_ != step) {
     return absl::FailedPreconditionError(absl::StrFormat(
-        "no checkpoint of step %d: with --zero 1 this peer holds only its pieces of the "
-        "optimizer state, and the ring did not gather them for this step",
-        step));
+        "no checkpoint of step %d: with %s this peer holds only its pieces of the %s, and "
+        "the ring did not gather them for this step",
+        step, adam_ != nullptr ? "--outer-shard on" : "--zero 1",
+        adam_ != nullptr ? "outer momentum" : "optimizer state"));
   }
   return FinishTrainCheckpoint(b.get(), tokenizer_model_, config_.ckpt_keep);
 }
@@ -104,11 +96,6 @@ void Trainer::StartBackgroundCheckpoint() {
 void Trainer::FinishBackgroundCheckpoint() {
   std::optional<BackgroundCheckpoint::Result> r = ckpt_writer_.Wait();
   if (r) AccountCheckpoint(*r);
-  // --outer-shard on: a writer's gathered momentum is freed once its write is done.
-  if (r && r->step == outer_ckpt_step_) {
-    outer_ckpt_momentum_ = AlignedBuffer<float>();
-    outer_ckpt_step_ = -1;
-  }
 }
 
 void Trainer::AccountCheckpoint(const BackgroundCheckpoint::Result& r) {

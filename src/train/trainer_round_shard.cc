@@ -28,6 +28,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/status_macros.h"
+#include "train/train_checkpoint.h"
 #include "train/trainer.h"
 
 namespace rt::train {
@@ -168,15 +169,31 @@ absl::StatusOr<sync::OuterStepFigures> Trainer::ShardedOuterStep() {
 }
 
 absl::Status Trainer::GatherOuterMomentum(bool need) {
+  // As GatherMomentsForCheckpoint (trainer_zero.cc): a writer's checkpoint is begun here
+  // with the parameters and the AdamW moments (written by its Commit, beside the next
+  // step) and the momentum's pieces are written into its file as they arrive, never
+  // whole in memory.
   const size_t n = params_.size();
-  FinishBackgroundCheckpoint();  // it may read the buffer filled below
-  outer_ckpt_momentum_ = AlignedBuffer<float>();
-  outer_ckpt_step_ = -1;
-  std::vector<sync::FloatRange> needed;
+  FinishBackgroundCheckpoint();  // a write in flight may still use sharded_ckpt_
+  sharded_ckpt_.reset();
+  sharded_ckpt_step_ = -1;
+  std::unique_ptr<ckpt::CheckpointBuilder> b;
   if (need) {
-    needed.push_back({0, n});
-    outer_ckpt_momentum_.Resize(n);
+    absl::StatusOr<std::unique_ptr<ckpt::CheckpointBuilder>> begun =
+        BeginOuterShardedTrainCheckpoint(config_.ckpt_dir,
+                                         CheckpointMetaAt(step_, CheckpointEpoch()), params_.span(),
+                                         adam_->m(), adam_->v());
+    if (begun.ok()) {
+      b = *std::move(begun);
+    } else {
+      // Not this time (a full disk, a stale writer): the ring still needs this member's
+      // pieces for the other writer, so it takes part needing nothing.
+      RecordCheckpoint(step_, begun.status(), 0, /*background=*/false);
+      (void)CarryOn(step_, begun.status(), /*final=*/false);
+    }
   }
+  std::vector<sync::FloatRange> needed;
+  if (b != nullptr) needed.push_back({0, n});
   const std::vector<sync::FloatRange> held =
       outer_held_ == OuterStepsAt(step_) ? round_->pieces() : std::vector<sync::FloatRange>{};
   auto read = [this](int, sync::FloatRange r) -> absl::Span<const float> {
@@ -184,18 +201,23 @@ absl::Status Trainer::GatherOuterMomentum(bool need) {
     return absl::Span<const float>(round_->momentum())
         .subspan(static_cast<size_t>(at), r.second - r.first);
   };
-  auto write = [this](int, size_t offset, absl::Span<const float> floats) {
-    std::memcpy(outer_ckpt_momentum_.data() + offset, floats.data(), floats.size() * sizeof(float));
+  // A write error makes the builder fail for good (sticky): later pieces are no-ops.
+  auto write = [&b](int, size_t offset, absl::Span<const float> floats) {
+    (void)b->WriteAt("outer_momentum", offset * sizeof(float),
+                     absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(floats.data()),
+                                               floats.size() * sizeof(float)));
   };
   ASSIGN_OR_RETURN(collective::PieceExchangeResult moved,
                    reducer_->ExchangePieces(n, 1, held, needed, read, write));
   if (!moved.lost.empty()) {
-    outer_ckpt_momentum_ = AlignedBuffer<float>();
     return absl::InternalError(absl::StrFormat(
         "step %d: gathering the outer momentum for a checkpoint: %d ranges held by no member",
         step_, moved.lost.size()));
   }
-  if (need) outer_ckpt_step_ = step_;
+  if (b != nullptr) {
+    sharded_ckpt_ = std::move(b);
+    sharded_ckpt_step_ = step_;
+  }
   return absl::OkStatus();
 }
 
