@@ -161,7 +161,7 @@ double RoundSync::StageOuterStep(absl::Span<float> sum_to_new, absl::Span<float>
 }
 
 void RoundSync::CommitOuterStep(AlignedBuffer<float>* staged, absl::Span<const float> params) {
-  std::swap(momentum_, *staged);
+  if (staged != nullptr) std::swap(momentum_, *staged);
   BeginRound(params);
 }
 

@@ -160,8 +160,8 @@ class RoundSync {
   double StageOuterStep(absl::Span<float> sum_to_new, absl::Span<float> staged,
                         const std::vector<FloatRange>& norm_pieces) const;
   // Second half, once every peer's new parameters are in `params`: momentum = staged
-  // (swapped: `staged` then holds the old momentum), start = params on the pieces, and
-  // the round ends as Apply ends it.
+  // (swapped: `staged` then holds the old momentum; null: StageOuterStep was given
+  // momentum() itself), start = params on the pieces, and the round ends as Apply does.
   void CommitOuterStep(AlignedBuffer<float>* staged, absl::Span<const float> params);
 
   // A round begins from `params` (after initialisation, a resume, a received state or

@@ -141,10 +141,15 @@ absl::Status Trainer::SettleOuterPieces() {
 absl::StatusOr<sync::OuterStepFigures> Trainer::ShardedOuterStep() {
   const size_t n = params_.size();
   const int64_t completes = OuterStepsAt(step_ + 1);
-  outer_staged_.Resize(round_->held_floats());
-  outer_staged_at_ = completes;
-  const double mine =
-      round_->StageOuterStep(grads_.span(), outer_staged_.span(), reducer_->OwnedRanges(n));
+  // Alone nothing can break half-way: the momentum is updated in place (each value is
+  // read before it is written), with no staging copy.
+  const bool alone = reducer_->peers() == 1;
+  if (!alone) {
+    outer_staged_.Resize(round_->held_floats());
+    outer_staged_at_ = completes;
+  }
+  const double mine = round_->StageOuterStep(
+      grads_.span(), alone ? round_->momentum() : outer_staged_.span(), reducer_->OwnedRanges(n));
   // The norm: every owner's part, added in ring position order (the same on every peer).
   int64_t bits = 0;
   std::memcpy(&bits, &mine, sizeof(bits));
@@ -158,8 +163,8 @@ absl::StatusOr<sync::OuterStepFigures> Trainer::ShardedOuterStep() {
   RETURN_IF_ERROR(reducer_->AllgatherOwned(grads_.span()));
   // The whole update is here: make it this peer's state.
   std::memcpy(params_.data(), grads_.data(), params_.bytes());
-  round_->CommitOuterStep(&outer_staged_, params_.span());
-  outer_staged_ = AlignedBuffer<float>();  // the old momentum, swapped out
+  round_->CommitOuterStep(alone ? nullptr : &outer_staged_, params_.span());
+  outer_staged_ = AlignedBuffer<float>();  // the old momentum, swapped out (freed)
   outer_staged_at_ = -1;
   outer_held_ = completes;
   outer_zero_ = false;
