@@ -179,6 +179,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
   RETURN_IF_ERROR(t->reducer_->SyncState(&t->step_, spans));
   // Sharded outer state: at step 0 the momentum is zero on every peer.
   t->outer_zero_ = t->step_ == 0;
+  t->began_at_ = t->step_;
   if (t->step_ != loaded_step) {
     t->tokens_seen_ = t->step_ * static_cast<int64_t>(t->sampler_->slots()) * shape.seq_len;
     t->last_checkpoint_step_ = t->step_;

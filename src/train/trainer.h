@@ -271,6 +271,7 @@ class Trainer {
   // momentum is known to be zero everywhere (step 0, --outer-after's switch), a staged
   // outer step (the count it completes, -1 = none, and its momentum).
   int64_t outer_held_ = -1;
+  int64_t began_at_ = -1;  // step_ once Create took the ring's state
   uint64_t outer_epoch_ = 0;
   bool outer_zero_ = false;
   int64_t outer_staged_at_ = -1;

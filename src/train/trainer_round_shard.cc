@@ -57,7 +57,11 @@ bool Trainer::ShardedOuterCheckpoint() const {
 absl::Status Trainer::SettleOuterPieces() {
   const size_t n = params_.size();
   const int64_t now = OuterStepsAt(step_);
-  const bool at_round_start = step_ % config_.round.every == 0 || step_ == config_.round.after;
+  // Where a round begins: a multiple of H, --outer-after's switch, or where this process
+  // began (a resume or the ring's state at a step that is neither: the round then runs
+  // from there to the next multiple of H, as without sharding).
+  const bool at_round_start = step_ % config_.round.every == 0 || step_ == config_.round.after ||
+                              (step_ == began_at_ && !round_->sitting_out());
   // 1. An outer step this peer staged but whose parameters did not all arrive: the ring
   //    resumed after it (this peer received its parameters) or before it (redone).
   if (outer_staged_at_ >= 0) {

@@ -199,6 +199,31 @@ TEST_CASE("--outer-shard on: checkpoints hold the whole momentum and resume at a
   CHECK(momentum[0] != zeros);
 }
 
+TEST_CASE("--outer-shard on: a per-step checkpoint between round ends resumes as unsharded") {
+  // Step 4 is no multiple of H = 3: the first round runs from the resume to step 6, with
+  // the outer momentum from zero (the checkpoint has none), sharded or not.
+  TempDir dir;
+  REQUIRE(rt::train::testing::WriteMarkovData(dir / "data", 64, 6000, 500).empty());
+  std::vector<uint8_t> params[2], momentum[2];
+  for (int shard = 0; shard < 2; ++shard) {
+    TrainConfig per_step = rt::train::testing::TinyConfig(dir / "data");
+    per_step.batch = 2;
+    per_step.global_batch = 6;
+    per_step.steps = 4;
+    per_step.ckpt_dir = dir / (shard ? "sharded" : "plain");
+    RunRing(per_step, 3);
+    TrainConfig c = ShardConfig(dir / "data", shard == 1);
+    c.global_batch = 6;
+    c.ckpt_dir = per_step.ckpt_dir;
+    c.resume = true;
+    RunRing(c, 3);
+    params[shard] = Section(c.ckpt_dir, "params", 9);
+    momentum[shard] = Section(c.ckpt_dir, "outer_momentum", 9);
+  }
+  CHECK(params[1] == params[0]);
+  CHECK(momentum[1] == momentum[0]);
+}
+
 TEST_CASE("--outer-shard on is refused with a lossy codec or overlap, with the reason") {
   rt::sync::RoundSyncOptions o;
   o.every = 3;
