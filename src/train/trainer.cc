@@ -170,6 +170,11 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
     self->FinishBackgroundCheckpoint();
     if (self->round_) self->round_->ForgetRound();
     self->exchange_live_ = false;  // it went with the ring of the old view
+    // --outer-shard on: a received state says nothing of the outer momentum; this peer
+    // no longer knows it to be zero, nor began a round where it began (its pieces, if
+    // any, stay valid for their outer step count: SettleOuterPieces).
+    self->outer_zero_ = false;
+    self->began_at_ = -1;
   };
   RETURN_IF_ERROR(t->reducer_->AttachState(state, t->loaded_epoch_));
   // A ring starts from the leader's state, whatever each peer loaded (ring_gradient_reducer.h).

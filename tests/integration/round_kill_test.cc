@@ -314,6 +314,20 @@ void KillDuringInnerSteps(bool shard) {
                                       << c.Dump());
     Pause(c, 0.5);
     Restart(c, victim);
+    if (shard) {
+      // The restarted peer held no outer state: its pieces of the ring of 3 came from
+      // the survivors (its log's last line about them).
+      const std::string logs = c.Logs(victim);
+      static const std::regex pieces(
+          R"(outer state pieces of ring position \d+ of (\d+): .*; ([0-9.]+) MB received)");
+      std::string ring_size, received;
+      for (std::sregex_iterator it(logs.begin(), logs.end(), pieces), end; it != end; ++it) {
+        ring_size = (*it)[1].str();
+        received = (*it)[2].str();
+      }
+      CHECK_MESSAGE(ring_size == "3", c.Dump());
+      CHECK_MESSAGE((!received.empty() && std::stod(received) > 0), c.Dump());
+    }
   }
   Pause(c, 0.5);
   StopAndCompare(c, tmp / "ref", tmp / "data", codec, base + 20, shard);
