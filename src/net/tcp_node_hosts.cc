@@ -17,6 +17,24 @@
 
 namespace rt::net {
 
+namespace {
+
+// Moves the values of `links` (keyed by (rank, channel)) whose rank is in `ranks` into
+// `out` and erases them: the links of hosts that left the hosts file.
+template <typename Map, typename Value>
+void TakeEntriesOfRanks(Map& links, const std::set<int>& ranks, std::vector<Value>& out) {
+  for (auto it = links.begin(); it != links.end();) {
+    if (!ranks.count(it->first.first)) {
+      ++it;
+      continue;
+    }
+    out.push_back(it->second);
+    it = links.erase(it);
+  }
+}
+
+}  // namespace
+
 std::string TcpNode::PeerName(int rank) const {
   std::lock_guard<std::mutex> lock(impl_->hosts_mu);
   if (rank < 0 || rank >= static_cast<int>(impl_->slots.size())) {
@@ -107,22 +125,8 @@ absl::Status TcpNode::SetHosts(const std::vector<HostEntry>& hosts) {
   std::vector<std::shared_ptr<TcpConnection>> unclaimed;
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
-    for (auto it = impl_->waiting.begin(); it != impl_->waiting.end();) {
-      if (!removed.count(it->first.first)) {
-        ++it;
-        continue;
-      }
-      waits.push_back(it->second);
-      it = impl_->waiting.erase(it);
-    }
-    for (auto it = impl_->arrived.begin(); it != impl_->arrived.end();) {
-      if (!removed.count(it->first.first)) {
-        ++it;
-        continue;
-      }
-      unclaimed.push_back(it->second);
-      it = impl_->arrived.erase(it);
-    }
+    TakeEntriesOfRanks(impl_->waiting, removed, waits);
+    TakeEntriesOfRanks(impl_->arrived, removed, unclaimed);
     for (int r : removed) impl_->refusals.erase(r);
     impl_->unlisted_warned.clear();
   }
