@@ -67,6 +67,9 @@ TEST_CASE("plan: per-step against round sync -- round sync for 1B at 100 Mbit/s"
   CHECK(JsonField(row, "fits") == "true");
   CHECK(JsonField(row, "learns_well") == "true");
   CHECK(Contains(r.out, "suggested: " + suggested));
+  // The per-step codec that hides (top-k at 0.3%) is not printed as advice beside it.
+  CHECK(!Contains(r.out, "suggested --compress"));
+  CHECK(Contains(r.out, "per-step --compress auto would use topk:"));
   // Overlap's two more parameter copies do not fit a 32 GB peer at 1B: the suggested
   // row says to turn it off.
   CHECK_MESSAGE(Contains(suggested, "--outer-overlap off"), suggested);
