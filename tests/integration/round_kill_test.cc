@@ -7,7 +7,11 @@
 //     RINGTRAIN_TEST_HOLD_EXCHANGE of train/exchange_hold.h, every other peer waiting
 //     for its contribution, and is killed there): the survivors redo the exchange
 //     among themselves without recomputing their inner steps (compute_ms 0).
-// Both run with --outer-overlap on (the default): the exchange the victim holds in runs
+// A third case repeats the kills during inner steps with the outer state sharded
+// (--outer-shard on, so --outer-overlap off): the survivors re-cut the pieces of the
+// round-start copy and the momentum among themselves (from owners and replicas), the
+// restarted peer receives its pieces when it rejoins, and the end compares as above.
+// The first two run with --outer-overlap on (the default): the exchange the victim holds in runs
 // beside the next round, so the others wait for its sum at that round's end, and that
 // is the outer step they redo; the restarted peer joins with the pending round (its
 // exchange redone with it, weight 0).
@@ -50,14 +54,17 @@ constexpr int kLossRounds = 3;
 // at every outer step) and the trainer tests' exact resumes are the finer evidence.
 constexpr double kLossTolerance = 0.02;
 
-std::vector<std::string> RoundArgs(const std::string& data, int64_t steps,
-                                   const std::string& codec) {
+// `shard`: --outer-shard on, which takes --outer-overlap off.
+std::vector<std::string> RoundArgs(const std::string& data, int64_t steps, const std::string& codec,
+                                   bool shard = false) {
   std::vector<std::string> a = TinyTrainArgs(data, static_cast<int>(steps), kGlobalBatch);
   a.push_back("--outer-every=" + std::to_string(kEvery));
   a.push_back("--outer-compress=" + codec);
-  a.push_back("--outer-overlap=on");  // explicit: the exchange checks depend on it
-  a.push_back("--bucket-mb=0.02");    // a few buckets per exchange
-  a.push_back("--probe-every=-1");    // the ring order stays the hosts file's
+  // Explicit: the exchange checks depend on it.
+  a.push_back(shard ? "--outer-overlap=off" : "--outer-overlap=on");
+  if (shard) a.push_back("--outer-shard=on");
+  a.push_back("--bucket-mb=0.02");  // a few buckets per exchange
+  a.push_back("--probe-every=-1");  // the ring order stays the hosts file's
   return a;
 }
 
@@ -178,7 +185,7 @@ double WaitRejoinedAtOuterStep(FaultCluster& c, int who, size_t before, double t
 // at every outer step all peers that report it agree; then an uninterrupted run to the
 // same step, whose mean last-rounds loss the faulty run's must match within kLossTolerance.
 void StopAndCompare(FaultCluster& c, const std::string& ref_dir, const std::string& data,
-                    const std::string& codec, int port) {
+                    const std::string& codec, int port, bool shard = false) {
   // Compared where the curve has flattened: a fast machine reaches the stop with
   // ~900 steps, a loaded one with under 200, where the loss still falls ~1% per few
   // rounds and the rounds a fault cost (a victim's lost inner steps, a rejoiner
@@ -225,7 +232,8 @@ void StopAndCompare(FaultCluster& c, const std::string& ref_dir, const std::stri
     }
   }
   CHECK(compared > 0);
-  const double ref_loss = UninterruptedLoss(ref_dir, c.size(), RoundArgs(data, steps, codec), port);
+  const double ref_loss =
+      UninterruptedLoss(ref_dir, c.size(), RoundArgs(data, steps, codec, shard), port);
   const double loss = LastRoundLoss(c, steps);
   const double rel = std::fabs(loss - ref_loss) / ref_loss;
   std::printf(
@@ -248,14 +256,13 @@ void Restart(FaultCluster& c, int victim) {
       victim, rejoin);
 }
 
-}  // namespace
-
-TEST_CASE("round sync: kill -9 of a peer, then of the leader, during inner steps") {
+// Kills during inner steps (the first case), with the outer state whole or sharded.
+void KillDuringInnerSteps(bool shard) {
   TempDir tmp;
   WriteNoisyData(tmp / "data");
   const int base = TestBasePort();
   const std::string codec = "none";
-  FaultCluster c(tmp / "run", 3, RoundArgs(tmp / "data", kUntilStopped, codec), base + 10);
+  FaultCluster c(tmp / "run", 3, RoundArgs(tmp / "data", kUntilStopped, codec, shard), base + 10);
   c.WriteHostsAll({0, 1, 2});
   for (int i = 0; i < 3; ++i) c.Start(i);
   REQUIRE_MESSAGE(c.WaitUntil([&] { return c.LastStep(0) >= 2 * kEvery; }, 90), c.Dump());
@@ -277,9 +284,9 @@ TEST_CASE("round sync: kill -9 of a peer, then of the leader, during inner steps
     const FailureFigures f = WaitTrainingAgain(c, survivor, t_kill, epoch, 40);
     REQUIRE_MESSAGE(f.to_training_s >= 0, "survivors did not train again\n" << c.Dump());
     std::printf(
-        "fault figure: round sync kill -9 of peer %d in inner steps -> training again = "
+        "fault figure: round sync%s kill -9 of peer %d in inner steps -> training again = "
         "%.3f s\n",
-        victim, f.to_training_s);
+        shard ? " (sharded outer state)" : "", victim, f.to_training_s);
     // The round the victim died in has an outer step of the 2 survivors: with overlap
     // it is applied at the next round's end (its exchange launched, or redone, among
     // the 2). The survivors may be most of a round ahead of the victim's last line (an
@@ -291,7 +298,8 @@ TEST_CASE("round sync: kill -9 of a peer, then of the leader, during inner steps
     // and its line): if that leaves it one step before an outer step, the outer step
     // of 2 may be the next one.
     const int64_t died_after = std::max(at, c.LastStep(victim));
-    const int64_t applied_at = (died_after / kEvery + 2) * kEvery;
+    // Without overlap (sharded) the outer step of 2 is the one that ends that round.
+    const int64_t applied_at = (died_after / kEvery + (shard ? 1 : 2)) * kEvery;
     const int64_t latest = died_after % kEvery == kEvery - 1 ? applied_at + kEvery : applied_at;
     REQUIRE_MESSAGE(c.WaitUntil([&] { return c.LastStep(survivor) >= latest; }, 30), c.Dump());
     bool without_victim = false;
@@ -306,9 +314,34 @@ TEST_CASE("round sync: kill -9 of a peer, then of the leader, during inner steps
                                       << c.Dump());
     Pause(c, 0.5);
     Restart(c, victim);
+    if (shard) {
+      // The restarted peer held no outer state: its pieces of the ring of 3 came from
+      // the survivors (its log's last line about them).
+      const std::string logs = c.Logs(victim);
+      static const std::regex pieces(
+          R"(outer state pieces of ring position \d+ of (\d+): .*; ([0-9.]+) MB received)");
+      std::string ring_size, received;
+      for (std::sregex_iterator it(logs.begin(), logs.end(), pieces), end; it != end; ++it) {
+        ring_size = (*it)[1].str();
+        received = (*it)[2].str();
+      }
+      CHECK_MESSAGE(ring_size == "3", c.Dump());
+      CHECK_MESSAGE((!received.empty() && std::stod(received) > 0), c.Dump());
+    }
   }
   Pause(c, 0.5);
-  StopAndCompare(c, tmp / "ref", tmp / "data", codec, base + 20);
+  StopAndCompare(c, tmp / "ref", tmp / "data", codec, base + 20, shard);
+}
+
+}  // namespace
+
+TEST_CASE("round sync: kill -9 of a peer, then of the leader, during inner steps") {
+  KillDuringInnerSteps(/*shard=*/false);
+}
+
+TEST_CASE(
+    "round sync, outer state sharded: kill -9 of a peer, then of the leader, in inner steps") {
+  KillDuringInnerSteps(/*shard=*/true);
 }
 
 TEST_CASE("round sync: kill -9 of a peer, then of the leader, inside the outer exchange") {
