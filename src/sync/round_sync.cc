@@ -160,6 +160,16 @@ double RoundSync::StageOuterStep(absl::Span<float> sum_to_new, absl::Span<float>
   return norm_sq;
 }
 
+void RoundSync::StageNoOuterStep(absl::Span<float> sum_to_new, absl::Span<float> staged) const {
+  size_t packed = 0;
+  for (const FloatRange& r : pieces_) {
+    for (size_t i = r.first; i < r.second; ++i, ++packed) {
+      sum_to_new[i] = start_[packed];
+      staged[packed] = momentum_[packed];
+    }
+  }
+}
+
 void RoundSync::CommitOuterStep(AlignedBuffer<float>* staged, absl::Span<const float> params) {
   if (staged != nullptr) std::swap(momentum_, *staged);
   BeginRound(params);
@@ -263,6 +273,13 @@ OuterStepFigures RoundSync::Apply(absl::Span<const float> sum, absl::Span<float>
   inner_done_step_ = -1;
   sitting_out_ = false;
   return f;
+}
+
+void RoundSync::SkipOuterStep(absl::Span<float> params) {
+  std::copy(start_.data(), start_.data() + params.size(), params.begin());
+  round_tokens_ = 0;
+  inner_done_step_ = -1;
+  sitting_out_ = false;
 }
 
 void RoundSync::Launch(absl::Span<const float> params) {

@@ -159,6 +159,10 @@ class RoundSync {
   // over the ring).
   double StageOuterStep(absl::Span<float> sum_to_new, absl::Span<float> staged,
                         const std::vector<FloatRange>& norm_pieces) const;
+  // StageOuterStep of a round in which no peer of the ring trained (SkipOuterStep): the
+  // new parameters are the round-start copy (written into `sum_to_new` on every piece)
+  // and `staged` is the momentum unchanged.
+  void StageNoOuterStep(absl::Span<float> sum_to_new, absl::Span<float> staged) const;
   // Second half, once every peer's new parameters are in `params`: momentum = staged
   // (swapped: `staged` then holds the old momentum; null: StageOuterStep was given
   // momentum() itself), start = params on the pieces, and the round ends as Apply does.
@@ -211,6 +215,13 @@ class RoundSync {
   // weight * params (exact codec) or weight * (start - params) (see the file comment).
   void Contribution(absl::Span<const float> params, float weight, absl::Span<float> out) const;
 
+  // A round in which no peer of the ring trained a token (every member sat it out or had
+  // no slots): all weights are 0, so the exchange's sum is 0, and an outer step would
+  // take that for the peers' average (codec none: new = (1 - lr) * start - ..., the
+  // parameters scaled down whole). There is no progress to apply: params = start, the
+  // momentum stays, and the round ends as Apply ends it. Unsharded (sharded:
+  // StageNoOuterStep, the trainer gathers start's pieces).
+  void SkipOuterStep(absl::Span<float> params);
   // `sum`: the exchange's result (identical on every peer). Applies the outer Nesterov
   // step: params = start = new, momentum updated; ends the round (BeginRound(params)).
   OuterStepFigures Apply(absl::Span<const float> sum, absl::Span<float> params);

@@ -178,7 +178,9 @@ class Trainer {
   // staged, the pseudo-gradient norm from every owner's part, the allgather of the new
   // parameters, and only then params_, start and momentum change. If the allgather
   // fails, nothing changed and the staged momentum waits for SettleOuterPieces.
-  absl::StatusOr<sync::OuterStepFigures> ShardedOuterStep();
+  // `keep_start`: no peer trained in the round (DrainRound): the round-start copy's
+  // pieces are gathered instead, the momentum unchanged.
+  absl::StatusOr<sync::OuterStepFigures> ShardedOuterStep(bool keep_start);
   // At a checkpoint moment of round sync with sharding, every member takes part; a
   // writer (`need`) starts the checkpoint of step_ (sharded_ckpt_: the parameters and
   // AdamW moments, and the outer momentum written into its file as its pieces arrive).

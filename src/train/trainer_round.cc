@@ -387,7 +387,24 @@ absl::StatusOr<sync::OuterStepFigures> Trainer::DrainRound(bool pending_sum,
   RETURN_IF_ERROR(reducer_->Finish(&totals));
   checkpoint_agreed_ = totals.checkpoint_vote;
   FinishBackgroundCheckpoint();
-  if (round_->sharded()) return ShardedOuterStep();  // no overlap: nothing pending
+  // No peer of this ring trained in the round: e.g. the state a view change resumed from
+  // came from a peer that had no slots (--balance) and the others received it mid-round
+  // and sat out. The exchange ran all the same (it carries the votes, and every peer
+  // decides from the same token counts), but its sum of zero weights is no average:
+  // applied, it scaled the parameters down whole (a loss of 4.5 nats from 3.1). The
+  // round-start copy stays (RoundSync::SkipOuterStep).
+  const bool empty = total_tokens == 0 && !pending_sum;
+  if (empty) {
+    LogInfo(
+        "step %d: no peer of this view trained in this round; no outer step, the round's "
+        "shared parameters stay",
+        step_ + 1);
+  }
+  if (round_->sharded()) return ShardedOuterStep(empty);  // no overlap: nothing pending
+  if (empty) {
+    round_->SkipOuterStep(params_.span());
+    return sync::OuterStepFigures{};
+  }
   if (pending_sum) (void)round_->ApplyDelayed(round_->exchange(), params_.span());
   return round_->Apply(grads_.span(), params_.span());
 }

@@ -142,7 +142,7 @@ absl::Status Trainer::SettleOuterPieces() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<sync::OuterStepFigures> Trainer::ShardedOuterStep() {
+absl::StatusOr<sync::OuterStepFigures> Trainer::ShardedOuterStep(bool keep_start) {
   const size_t n = params_.size();
   const int64_t completes = OuterStepsAt(step_ + 1);
   // Alone nothing can break half-way: the momentum is updated in place (each value is
@@ -152,8 +152,15 @@ absl::StatusOr<sync::OuterStepFigures> Trainer::ShardedOuterStep() {
     outer_staged_.Resize(round_->held_floats());
     outer_staged_at_ = completes;
   }
-  const double mine = round_->StageOuterStep(
-      grads_.span(), alone ? round_->momentum() : outer_staged_.span(), reducer_->OwnedRanges(n));
+  // keep_start (no peer trained in the round): the new parameters are the round-start
+  // copy's pieces, the momentum stays; staged and gathered like a step.
+  double mine = 0;
+  if (keep_start) {
+    round_->StageNoOuterStep(grads_.span(), alone ? round_->momentum() : outer_staged_.span());
+  } else {
+    mine = round_->StageOuterStep(grads_.span(), alone ? round_->momentum() : outer_staged_.span(),
+                                  reducer_->OwnedRanges(n));
+  }
   // The norm: every owner's part, added in ring position order (the same on every peer).
   int64_t bits = 0;
   std::memcpy(&bits, &mine, sizeof(bits));
