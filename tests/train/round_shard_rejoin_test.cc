@@ -119,6 +119,7 @@ RunResult RunSchedule(const std::string& data, bool shard) {
   std::vector<std::vector<OuterHash>> restarted_hashes(3);
   std::vector<std::unique_ptr<Trainer>> peers(3);
   std::vector<absl::Status> results(3);
+  std::vector<int64_t> first_completed(3, -1);  // of the restarted peers
   const auto script_of = [&](int r, bool restarted) {
     Script s;
     s.gate = &gate;
@@ -128,6 +129,7 @@ RunResult RunSchedule(const std::string& data, bool shard) {
     if (r != 2) s.pauses = {kCrash2, kRestart2};
     if (r != 0) s.pauses.insert(s.pauses.end(), {kCrash0, kRestart0});
     s.then_wait_departure = {kCrash2, kCrash0};
+    if (restarted) s.first_completed = &first_completed[r];
     return s;
   };
   for (int r = 0; r < 3; ++r)
@@ -164,10 +166,16 @@ RunResult RunSchedule(const std::string& data, bool shard) {
     run(victim);
     // Its join reaches the membership while the survivors wait: admitted at the next
     // outer step.
-    absl::SleepFor(absl::Seconds(2 * kSlow));
+    absl::SleepFor(absl::Seconds(5 * kSlow));
     gate.Release(restart);
   }
   for (std::thread& t : threads) t.join();
+  // Admitted at the outer step after the restart (a join that reached the membership
+  // late, on a very loaded machine, comes in mid-round and sits out: another schedule).
+  REQUIRE_MESSAGE(first_completed[2] == (kRestart2 / kEvery + 1) * kEvery + 1,
+                  "peer 2 came back late, at step ", first_completed[2]);
+  REQUIRE_MESSAGE(first_completed[0] == (kRestart0 / kEvery + 1) * kEvery + 1,
+                  "peer 0 came back late, at step ", first_completed[0]);
   RunResult out;
   for (int r = 0; r < 3; ++r) {
     CHECK_MESSAGE(results[r].ok(), "peer ", r, ": ", results[r].ToString());
