@@ -128,6 +128,11 @@ ABSL_FLAG(std::string, outer_overlap, "on",
           "Round sync: on = each round's exchange runs beside the next round's inner steps and "
           "its outer step is applied one round late (hidden when it fits in a round); off = "
           "the ring waits for the exchange at every round's end");
+ABSL_FLAG(std::string, outer_shard, "off",
+          "Round sync with --outer-compress none and --outer-overlap off: on = the round-start "
+          "copy and the outer momentum are held by segment owners over the ring (and a replica "
+          "on the next peer) instead of whole on every peer: 16n/N bytes per peer instead of "
+          "8n, the same bits; off = whole on every peer");
 
 // --topk-warmup's default: a tenth of the run, at least 75 steps.
 constexpr int kMinDefaultTopKWarmup = 75;
@@ -183,8 +188,8 @@ std::vector<std::string> CommFlagNames() {
 }
 
 std::vector<std::string> RoundSyncFlagNames() {
-  return {"outer_every",    "outer_lr",      "outer_momentum",
-          "outer_compress", "outer_overlap", "inner_lr_scale"};
+  return {"outer_every",   "outer_lr",       "outer_momentum", "outer_compress",
+          "outer_overlap", "inner_lr_scale", "outer_shard"};
 }
 
 absl::StatusOr<sync::RoundSyncOptions> RoundSyncFromFlags() {
@@ -211,6 +216,17 @@ absl::StatusOr<sync::RoundSyncOptions> RoundSyncFromFlags() {
     return absl::InvalidArgumentError(absl::StrCat("--outer-compress: ", spec.status().message()));
   }
   o.codec = *spec;
+  const std::string shard = absl::GetFlag(FLAGS_outer_shard);
+  if (shard != "on" && shard != "off") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--outer-shard must be on or off, got '", shard, "'"));
+  }
+  if (shard == "on" && !o.enabled()) {
+    return absl::InvalidArgumentError(
+        "--outer-shard shards round sync's outer state: give --outer-every H > 0 too");
+  }
+  o.shard = shard == "on";
+  RETURN_IF_ERROR(o.Validate());  // again: codec, overlap and shard are known now
   if (!o.enabled()) {
     if (codec != "none") {
       return absl::InvalidArgumentError(

@@ -202,6 +202,7 @@ int RunPlan(const std::vector<std::string>& positional) {
   in.outer_every = round->every;
   in.outer_compress = round->codec.ToString();
   in.outer_overlap = round->overlap;
+  in.outer_shard = round->shard;
   if (in.options.max_batch < 1) {
     std::fprintf(stderr, "ringtrain plan: --batch must be >= 1, got %d\n", in.options.max_batch);
     return 2;
@@ -283,7 +284,9 @@ int RunPlan(const std::vector<std::string>& positional) {
   if (p.residual > 0)
     line(in.outer_every > 0 ? "outer codec residual" : "codec residual", p.residual);
   if (p.round.outer_state_bytes > 0) {
-    line(p.round.overlap ? "outer state (+overlap)" : "outer state (start+mom.)",
+    line(p.round.overlap   ? "outer state (+overlap)"
+         : p.round.sharded ? absl::StrFormat("outer state, 2/%d+staging", in.peers)
+                           : "outer state (start+mom.)",
          p.round.outer_state_bytes);
   }
   line(absl::StrFormat("activations (batch %d)", in.options.max_batch), p.activations);
@@ -296,6 +299,9 @@ int RunPlan(const std::vector<std::string>& positional) {
   if (in.zero == 0 && in.peers >= 2 && in.outer_every == 0) savers.push_back("--zero 1");
   if (in.outer_every > 0 && p.residual > 0) savers.push_back("--outer-compress none");
   if (p.round.overlap) savers.push_back("--outer-overlap off");
+  if (in.outer_every > 0 && in.peers >= 2 && !p.round.sharded && p.residual == 0) {
+    savers.push_back("--outer-shard on");  // with --outer-overlap off
+  }
   if (p.max_batch_that_fits == 0) {
     savers.push_back("a smaller model");
     const std::string last = savers.back();
@@ -372,16 +378,23 @@ int RunPlan(const std::vector<std::string>& positional) {
       absl::PrintF("  %.0f tokens/s = %.1f%% of compute only (%.0f tokens/s)\n", r.tokens_per_s,
                    100 * r.tokens_per_s / r.compute_only_tokens_per_s, r.compute_only_tokens_per_s);
     }
-    absl::PrintF("  outer state: round-start copy + momentum%s %s per peer (not sharded)\n",
-                 r.overlap ? " + anchor + exchange buffer" : "", Gb(r.outer_state_bytes));
+    if (r.sharded) {
+      absl::PrintF(
+          "  outer state: round-start copy + momentum of own and replica pieces + staged "
+          "momentum\n  %s per peer at an outer step (sharded over %d peers; %s whole)\n",
+          Gb(r.outer_state_bytes), in.peers, Gb(8.0 * static_cast<double>(p.n_params)));
+    } else {
+      absl::PrintF("  outer state: round-start copy + momentum%s %s per peer (not sharded)\n",
+                   r.overlap ? " + anchor + exchange buffer" : "", Gb(r.outer_state_bytes));
+    }
     round_json = absl::StrFormat(
         ",\"round\":{\"outer_every\":%d,\"outer_compress\":\"%s\",\"wire_bytes\":%.0f,"
         "\"exchange_s\":%.6f,\"hidden_s\":%.6f,\"compute_s\":%.6f,\"round_s\":%.6f,"
         "\"tokens_per_s\":%.1f,\"compute_only_tokens_per_s\":%.1f,\"outer_state_bytes\":%.0f,"
-        "\"overlap\":%s}",
+        "\"overlap\":%s,\"outer_shard\":%s}",
         r.every, r.codec, r.wire_bytes, r.exchange_s, r.hidden_s, r.compute_s, r.round_s,
         r.tokens_per_s, r.compute_only_tokens_per_s, r.outer_state_bytes,
-        r.overlap ? "true" : "false");
+        r.overlap ? "true" : "false", r.sharded ? "true" : "false");
   }
   const std::string cost_json =
       train_tokens > 0 ? PrintRunCost(p, in.peers, train_tokens, gpus, gpu_file) : "";
@@ -423,7 +436,8 @@ const Subcommand& PlanSubcommand() {
       "               [--zero 0|1]\n"
       "               [--max-skew 8] [--link-mbps 1000] [--rtt-ms 0.5] [--compress ...]\n"
       "               [--train-tokens 2B --price-per-hour P [--gpu-prices FILE]]\n"
-      "               [--outer-every H [--outer-compress none|bf16|int8|int4|topk:D]]\n"
+      "               [--outer-every H [--outer-compress none|bf16|int8|int4|topk:D]\n"
+      "                [--outer-overlap on|off] [--outer-shard on|off]]\n"
       "Prints memory per peer (exact for what ringtrain allocates), the largest --batch that\n"
       "fits, and per codec the bytes each peer sends per step and the predicted time; with\n"
       "--gflops (from `ringtrain bench compute`) also whether it hides behind backward and the\n"
@@ -437,7 +451,8 @@ const Subcommand& PlanSubcommand() {
       "checkpoint adds nothing: its writers stream the moments to disk as they arrive);\n"
       "--compress none or bf16 only.\n"
       "--outer-every H plans round sync: bytes and seconds of the exchange per round, how\n"
-      "much of it hides, tokens/s against compute only, and the outer state's memory.",
+      "much of it hides, tokens/s against compute only, and the outer state's memory\n"
+      "(--outer-shard on: sharded over the ring as train holds it).",
       PlanFlags(), &RunPlan};
   return sub;
 }

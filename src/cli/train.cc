@@ -562,7 +562,7 @@ const Subcommand& TrainSubcommand() {
       "                 [--zero 0|1]]\n"
       "                [--outer-every H [--outer-lr 0.7] [--outer-momentum 0.9] [--outer-after N]\n"
       "                 [--outer-compress none|bf16|int8|int4|topk:D] [--outer-overlap on|off]\n"
-      "                 [--inner-lr-scale 1]]\n"
+      "                 [--inner-lr-scale 1] [--outer-shard on|off]]\n"
       "Prints one line per step (loss, learning rate, gradient norm, tokens/s, step time);\n"
       "with --eval-every, the validation loss and bits per byte. Resumes from the newest valid\n"
       "checkpoint in --ckpt-dir. With --hosts, the peers form a fault-tolerant ring: each\n"
@@ -583,6 +583,8 @@ const Subcommand& TrainSubcommand() {
       "and applies its outer step one round late. --outer-after N takes N per-step steps\n"
       "(with --compress none or bf16) before round sync begins, in the same run.\n"
       "--inner-lr-scale F multiplies the learning rate of round sync's inner steps.\n"
+      "--outer-shard on (with --outer-compress none --outer-overlap off) holds the round-start\n"
+      "copy and the outer momentum in pieces over the ring instead of whole on every peer.\n"
       "--metrics m.jsonl becomes m.rank<R>.jsonl per peer.",
       TrainFlagNames(),
       &RunTrain,

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_format.h"
 
@@ -61,6 +62,18 @@ absl::Status RoundSyncOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrFormat("--inner-lr-scale must be in (0, 10], got %g", inner_lr_scale));
   }
+  if (shard && codec.kind != collective::CodecKind::kNone) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--outer-shard on works with --outer-compress none only: a lossy codec's allgather "
+        "carries the compressed sum, and sharding the outer step would make it carry fp32 "
+        "parameters instead (%s exists to avoid those bytes)",
+        codec.ToString()));
+  }
+  if (shard && overlap) {
+    return absl::InvalidArgumentError(
+        "--outer-shard on works with --outer-overlap off only: with overlap every peer needs "
+        "the whole round-start copy to rebase its replica onto the delayed outer step");
+  }
   if (inner_lr_scale != 1.0f && every == 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "--inner-lr-scale %g scales round sync's inner steps: give --outer-every H > 0 too "
@@ -71,12 +84,13 @@ absl::Status RoundSyncOptions::Validate() const {
 }
 
 std::string RoundSyncOptions::ToString() const {
-  return absl::StrFormat("every=%d lr=%g momentum=%g compress=%s%s%s%s", every, outer_lr,
+  return absl::StrFormat("every=%d lr=%g momentum=%g compress=%s%s%s%s%s", every, outer_lr,
                          outer_momentum, codec.ToString(), overlap ? " overlap=on" : "",
                          after > 0 ? absl::StrFormat(" after=%d", after) : std::string(),
                          inner_lr_scale != 1.0f
                              ? absl::StrFormat(" inner_lr_scale=%g", inner_lr_scale)
-                             : std::string());
+                             : std::string(),
+                         shard ? " shard=on" : "");
 }
 
 bool IsRoundEnd(int64_t steps_done, int64_t total_steps, int every) {
@@ -90,7 +104,20 @@ bool DueInRound(int64_t round_start, int64_t steps_done, int interval) {
   return (steps_done / interval) * interval > round_start;
 }
 
+int64_t PackedOffset(const std::vector<std::pair<size_t, size_t>>& pieces, size_t index) {
+  // The first piece that ends after index (pieces are sorted and disjoint).
+  auto it =
+      std::upper_bound(pieces.begin(), pieces.end(), index,
+                       [](size_t i, const std::pair<size_t, size_t>& r) { return i < r.second; });
+  if (it == pieces.end() || index < it->first) return -1;
+  int64_t packed = 0;
+  for (auto p = pieces.begin(); p != it; ++p) packed += static_cast<int64_t>(p->second - p->first);
+  return packed + static_cast<int64_t>(index - it->first);
+}
+
 RoundSync::RoundSync(RoundSyncOptions options, size_t floats) : options_(options) {
+  // Sharded, nothing is held before the trainer knows the ring (SetPieces).
+  if (options_.shard) return;
   start_.Resize(floats);
   momentum_.Resize(floats);
   momentum_.Zero();
@@ -100,8 +127,64 @@ RoundSync::RoundSync(RoundSyncOptions options, size_t floats) : options_(options
   }
 }
 
+void RoundSync::SetPieces(std::vector<FloatRange> pieces, AlignedBuffer<float> start,
+                          AlignedBuffer<float> momentum) {
+  pieces_ = std::move(pieces);
+  start_ = std::move(start);
+  momentum_ = std::move(momentum);
+}
+
+double RoundSync::StageOuterStep(absl::Span<float> sum_to_new, absl::Span<float> staged,
+                                 const std::vector<FloatRange>& norm_pieces) const {
+  // The same arithmetic as OuterUpdate, coordinate by coordinate (-ffp-contract=off).
+  const float mu = options_.outer_momentum;
+  const float keep = 1.0f - options_.outer_lr;
+  const float lr_mu = options_.outer_lr * mu;
+  const float* s = start_.data();
+  const float* buf = momentum_.data();
+  double norm_sq = 0;
+  size_t packed = 0;
+  size_t next_norm = 0;  // norm_pieces are sorted, a subset of pieces_
+  for (const FloatRange& r : pieces_) {
+    while (next_norm < norm_pieces.size() && norm_pieces[next_norm].second <= r.first) ++next_norm;
+    for (size_t i = r.first; i < r.second; ++i, ++packed) {
+      const OuterValue v = OuterAt(sum_to_new[i], s[packed], buf[packed], keep, mu, lr_mu, true);
+      staged[packed] = v.momentum;
+      sum_to_new[i] = v.updated;
+      if (next_norm < norm_pieces.size() && i >= norm_pieces[next_norm].first &&
+          i < norm_pieces[next_norm].second) {
+        norm_sq += static_cast<double>(v.delta) * v.delta;
+      }
+    }
+  }
+  return norm_sq;
+}
+
+void RoundSync::StageNoOuterStep(absl::Span<float> sum_to_new, absl::Span<float> staged) const {
+  size_t packed = 0;
+  for (const FloatRange& r : pieces_) {
+    for (size_t i = r.first; i < r.second; ++i, ++packed) {
+      sum_to_new[i] = start_[packed];
+      staged[packed] = momentum_[packed];
+    }
+  }
+}
+
+void RoundSync::CommitOuterStep(AlignedBuffer<float>* staged, absl::Span<const float> params) {
+  if (staged != nullptr) std::swap(momentum_, *staged);
+  BeginRound(params);
+}
+
 void RoundSync::BeginRound(absl::Span<const float> params) {
-  std::copy(params.begin(), params.end(), start_.data());
+  if (sharded()) {
+    size_t packed = 0;
+    for (const FloatRange& r : pieces_) {
+      std::copy(params.begin() + r.first, params.begin() + r.second, start_.data() + packed);
+      packed += r.second - r.first;
+    }
+  } else {
+    std::copy(params.begin(), params.end(), start_.data());
+  }
   round_tokens_ = 0;
   inner_done_step_ = -1;
   sitting_out_ = false;
@@ -133,8 +216,9 @@ void RoundSync::AfterReplacedState(bool at_round_start, absl::Span<float> params
   // that peer contributes). Back to the shared copy G (start); with overlap, the anchor
   // too and no tokens in the pending round: this peer takes part in its redo with weight
   // 0 and the rebase at the outer step brings it to the new shared copy. The pending
-  // flag stays as received (every peer of the ring redoes that exchange).
-  std::copy(start_.data(), start_.data() + params.size(), params.begin());
+  // flag stays as received (every peer of the ring redoes that exchange). Sharded, no
+  // whole start is here: the replica stays (weight 0; the allgather replaces it).
+  if (!sharded()) std::copy(start_.data(), start_.data() + params.size(), params.begin());
   if (options_.overlap) std::copy(start_.data(), start_.data() + anchor_.size(), anchor_.data());
   round_tokens_ = 0;
   pending_tokens_ = 0;
@@ -189,6 +273,13 @@ OuterStepFigures RoundSync::Apply(absl::Span<const float> sum, absl::Span<float>
   inner_done_step_ = -1;
   sitting_out_ = false;
   return f;
+}
+
+void RoundSync::SkipOuterStep(absl::Span<float> params) {
+  std::copy(start_.data(), start_.data() + params.size(), params.begin());
+  round_tokens_ = 0;
+  inner_done_step_ = -1;
+  sitting_out_ = false;
 }
 
 void RoundSync::Launch(absl::Span<const float> params) {

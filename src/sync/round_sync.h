@@ -44,13 +44,30 @@
 // codec none, G_{r+1} = anchor bit for bit, the rebase adds nothing, and the replica
 // trains exactly as plain training (G trails it by one round).
 //
+// Sharded outer state (options.shard, --outer-shard on; codec none, overlap off): the
+// exchange is an allreduce of w_p * local_p, i.e. a reduce-scatter (each ring position
+// ends up with the exact sum of one segment of every bucket, the bits the allreduce
+// would give) followed by an allgather of that sum. The outer step above is elementwise,
+// so a segment's owner can apply it to its segment alone and the allgather carry the
+// new parameters instead of the sum: the same fp32 bytes on the wire, the same bits in
+// every replica. Then start and buf are needed only on the segments a peer owns, plus
+// (ZeRO-1's rule, train/zero_pieces.h) its ring predecessor's, so that one lost peer
+// loses nothing: 2 x 2n/N floats per peer instead of 2n. With sharding start() and
+// momentum() hold pieces() only, packed in order; who owns what, the moving of pieces
+// when the ring changes and the gathering for checkpoints are the trainer's
+// (train/trainer_round_shard.cc). Lossy codecs stay unsharded: their allgather carries
+// the compressed sum, and sharding the step would make it carry fp32 (or re-quantised)
+// parameters instead, more bytes or other bits.
+//
 // Units: parameters, start and buf are fp32 flat buffers in ParamLayout order (DESIGN
-// invariant 1), all of one length.
+// invariant 1), all of one length (with sharding: the pieces' floats, packed).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
@@ -78,12 +95,15 @@ struct RoundSyncOptions {
   // a larger inner lr made up part of that on the small model measured
   // (docs/benchmarks/round-sync.md). 1 = unchanged.
   float inner_lr_scale = 1.0f;
+  // --outer-shard on: start and buf held by segment owners (see the file comment);
+  // codec none and overlap off only (Validate).
+  bool shard = false;
   bool enabled() const { return every > 0; }
   // The flags as the user typed them are named in the error.
   absl::Status Validate() const;
   // "every=30 lr=0.7 momentum=0.9 compress=none" (+ " overlap=on" with overlap,
-  // + " after=N" with after > 0, + " inner_lr_scale=F" with F != 1): what every peer of
-  // a ring must agree on.
+  // + " after=N" with after > 0, + " inner_lr_scale=F" with F != 1, + " shard=on"):
+  // what every peer of a ring must agree on.
   std::string ToString() const;
 };
 
@@ -96,10 +116,16 @@ bool IsRoundEnd(int64_t steps_done, int64_t total_steps, int every);
 // checkpoint due during a round happens at its end, where the replicas agree.
 bool DueInRound(int64_t round_start, int64_t steps_done, int interval);
 
+// Where float `index` of the flat buffer sits in a packed buffer of `pieces` (sorted,
+// disjoint ranges laid end to end), or -1 if no piece holds it.
+int64_t PackedOffset(const std::vector<std::pair<size_t, size_t>>& pieces, size_t index);
+
 // Figures of one outer step.
 struct OuterStepFigures {
   double pseudo_grad_norm = 0;  // L2 norm of delta (the averaged pseudo-gradient)
 };
+
+using FloatRange = std::pair<size_t, size_t>;  // [begin, end) floats of the flat buffer
 
 class RoundSync {
  public:
@@ -108,14 +134,43 @@ class RoundSync {
   const RoundSyncOptions& options() const { return options_; }
   // The round-start copy and the outer momentum: state the ring serves, replaces and
   // checkpoints (checkpoints hold the momentum; at a round boundary start == params).
+  // Sharded: pieces() of them, packed; the ring moves and gathers them (trainer).
   absl::Span<float> start() { return start_.span(); }
   absl::Span<float> momentum() { return momentum_.span(); }
   absl::Span<const float> momentum() const { return momentum_.span(); }
   // Whether the exchange carries parameters (codec none) rather than pseudo-gradients.
   bool exchanges_params() const { return options_.codec.kind == collective::CodecKind::kNone; }
 
+  // ---- Sharded outer state (options().shard; see the file comment) ----
+  bool sharded() const { return options_.shard; }
+  // start() and momentum() are `start` and `momentum` from now on, which hold `pieces`
+  // (sorted, disjoint) packed in order (each as long as the pieces' floats).
+  void SetPieces(std::vector<FloatRange> pieces, AlignedBuffer<float> start,
+                 AlignedBuffer<float> momentum);
+  const std::vector<FloatRange>& pieces() const { return pieces_; }
+  // The floats of pieces() (the length of start() and momentum()).
+  size_t held_floats() const { return start_.size(); }
+  // The sharded outer step, first half: for every piece, from the exchange's sum there
+  // (`sum_to_new`, full-length; the reduce-scatter's result on owned pieces, the
+  // forwarded one on the replica's) writes the new shared parameters into `sum_to_new`
+  // in place and the new momentum into `staged` (held_floats()); start and momentum
+  // are untouched, so the step can still be dropped. Returns the sum of squares of
+  // delta over `norm_pieces` (this peer's owned ones: each coordinate counted once
+  // over the ring).
+  double StageOuterStep(absl::Span<float> sum_to_new, absl::Span<float> staged,
+                        const std::vector<FloatRange>& norm_pieces) const;
+  // StageOuterStep of a round in which no peer of the ring trained (SkipOuterStep): the
+  // new parameters are the round-start copy (written into `sum_to_new` on every piece)
+  // and `staged` is the momentum unchanged.
+  void StageNoOuterStep(absl::Span<float> sum_to_new, absl::Span<float> staged) const;
+  // Second half, once every peer's new parameters are in `params`: momentum = staged
+  // (swapped: `staged` then holds the old momentum; null: StageOuterStep was given
+  // momentum() itself), start = params on the pieces, and the round ends as Apply does.
+  void CommitOuterStep(AlignedBuffer<float>* staged, absl::Span<const float> params);
+
   // A round begins from `params` (after initialisation, a resume, a received state or
-  // an outer step): start = params; this peer's token count and pending mark are reset.
+  // an outer step): start = params (sharded: on the pieces); this peer's token count and
+  // pending mark are reset.
   void BeginRound(absl::Span<const float> params);
   // Round sync begins at `params` (--outer-after's switch): what a run resumed there
   // from a per-step checkpoint holds, i.e. BeginRound with the momentum zero and
@@ -144,7 +199,9 @@ class RoundSync {
   // pending round (received with the anchor and the pending flag), even at a round's
   // start the received replica is the serving peer's own: params and anchor go back to
   // the shared copy (start), the pending round is kept with no tokens of this peer (it
-  // joins the redo with weight 0), and mid-round the peer sits out as above.
+  // joins the redo with weight 0), and mid-round the peer sits out as above. Sharded
+  // (no whole start here), a peer sitting out keeps the received replica: its weight is
+  // 0 and the outer step's allgather replaces it.
   void AfterReplacedState(bool at_round_start, absl::Span<float> params);
   bool sitting_out() const { return sitting_out_; }
   // This peer's loss of its last inner step (what a redone exchange's step reports).
@@ -158,6 +215,13 @@ class RoundSync {
   // weight * params (exact codec) or weight * (start - params) (see the file comment).
   void Contribution(absl::Span<const float> params, float weight, absl::Span<float> out) const;
 
+  // A round in which no peer of the ring trained a token (every member sat it out or had
+  // no slots): all weights are 0, so the exchange's sum is 0, and an outer step would
+  // take that for the peers' average (codec none: new = (1 - lr) * start - ..., the
+  // parameters scaled down whole). There is no progress to apply: params = start, the
+  // momentum stays, and the round ends as Apply ends it. Unsharded (sharded:
+  // StageNoOuterStep, the trainer gathers start's pieces).
+  void SkipOuterStep(absl::Span<float> params);
   // `sum`: the exchange's result (identical on every peer). Applies the outer Nesterov
   // step: params = start = new, momentum updated; ends the round (BeginRound(params)).
   OuterStepFigures Apply(absl::Span<const float> sum, absl::Span<float> params);
@@ -205,6 +269,7 @@ class RoundSync {
   RoundSyncOptions options_;
   AlignedBuffer<float> start_, momentum_;
   AlignedBuffer<float> anchor_, exchange_;  // overlap only (empty otherwise)
+  std::vector<FloatRange> pieces_;          // sharded: what start_ and momentum_ hold
   float pending_flag_[1] = {0.0f};
   int64_t round_tokens_ = 0;
   int64_t pending_tokens_ = 0;

@@ -192,9 +192,10 @@ class ElasticReducer final : public GradientReducer {
   }
   // Kept and applied to the reducer of every later view (whose residuals, within the
   // mode, are carried as ever).
-  absl::Status UseRoundSync(std::optional<collective::CodecSpec> outer_codec) override {
+  absl::Status UseRoundSync(std::optional<collective::CodecSpec> outer_codec, bool shard) override {
     outer_codec_ = outer_codec;
-    return inner_ ? inner_->UseRoundSync(outer_codec) : absl::OkStatus();
+    outer_shard_ = shard;
+    return inner_ ? inner_->UseRoundSync(outer_codec, shard) : absl::OkStatus();
   }
   bool StopAfterThisStep() const override { return stop_after_step_; }
   bool WritesCheckpoints() const override;
@@ -239,6 +240,7 @@ class ElasticReducer final : public GradientReducer {
   std::unique_ptr<GradientReducer> inner_;  // the ring reducer of view_; null = no ring
   std::function<void(absl::Span<float>, size_t)> preconditioner_;  // for every view's reducer
   std::optional<collective::CodecSpec> outer_codec_;  // UseRoundSync's, for every view's reducer
+  bool outer_shard_ = false;                          // likewise
   uint64_t bytes_before_ = 0;                         // sent by the rings of earlier views
 
   // Shared with the control thread (abort on a view change).

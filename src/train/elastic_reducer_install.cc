@@ -144,7 +144,7 @@ absl::Status ElasticReducer::Install(const cluster::Decision& d) {
   ASSIGN_OR_RETURN(std::unique_ptr<GradientReducer> inner,
                    options_.make_reducer(*std::move(ring), v));
   if (preconditioner_) inner->SetPreconditioner(preconditioner_);
-  if (outer_codec_) RETURN_IF_ERROR(inner->UseRoundSync(outer_codec_));
+  if (outer_codec_) RETURN_IF_ERROR(inner->UseRoundSync(outer_codec_, outer_shard_));
   view_ = v;
   position_ = position;
   size_ = size;

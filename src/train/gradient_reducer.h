@@ -233,7 +233,12 @@ class GradientReducer {
   // param_hash is compared at every one. An elastic ring keeps the mode for the
   // reducers of later views (their residuals carried within the mode). Called with the
   // mode in force: nothing happens. Error during a step. Default (one peer): nothing.
-  virtual absl::Status UseRoundSync(std::optional<collective::CodecSpec> /*outer_codec*/) {
+  // `shard` (--outer-shard on; codec none): the outer exchange is reduce-scattered as
+  // ZeRO-1's gradients are (OwnedRanges, ReplicaRanges, AllgatherOwned and
+  // ExchangePieces then work as with ShardsOptimizer, which stays false: the inner
+  // steps' AdamW is whole) and the ring keeps its order.
+  virtual absl::Status UseRoundSync(std::optional<collective::CodecSpec> /*outer_codec*/,
+                                    bool /*shard*/) {
     return absl::OkStatus();
   }
   // After a completed step: every peer agreed to stop here (one was signalled).

@@ -338,7 +338,7 @@ absl::Status RingGradientReducer::Finish(StepTotals* totals) {
                               absl::StrFormat("step %d: gradient allreduce", step_ + 1)));
   counted_bytes_ += stats.bytes_sent;
   last_stats_ = std::move(stats);
-  if (options_.shard_optimizer && peers() > 1) {
+  if (sharded() && peers() > 1) {
     RETURN_IF_ERROR(WithContext(ForwardOwnedSums(step_grads_),
                                 absl::StrFormat("step %d: sending the pieces' sums to the "
                                                 "successor (optimizer replica)",

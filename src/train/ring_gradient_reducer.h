@@ -218,7 +218,9 @@ class RingGradientReducer final : public GradientReducer {
   // check_every), which come back with nullopt; the carried buckets are dropped when
   // they belong to the other mode (CarriedCommState::round_sync), so the next
   // BeginStep builds them afresh.
-  absl::Status UseRoundSync(std::optional<collective::CodecSpec> outer_codec) override;
+  // With `shard`, also reduce-scatter phases, forwarding of the owned sums to the
+  // replica holder and no re-ordering of the ring, as with shard_optimizer.
+  absl::Status UseRoundSync(std::optional<collective::CodecSpec> outer_codec, bool shard) override;
   bool ShardsOptimizer() const override { return options_.shard_optimizer; }
   // Per bucket, the piece this peer's ring position owns (train/zero_pieces.h).
   std::vector<std::pair<size_t, size_t>> OwnedRanges(size_t length) const override;
@@ -274,7 +276,12 @@ class RingGradientReducer final : public GradientReducer {
     int64_t topk_warmup_steps = 0, topk_refresh_every = 0, precondition_from = -1;
     bool auto_codec = false;
     int check_every = 0;
+    collective::RingPhases phases = collective::RingPhases::kAllreduce;
+    bool reorder = true;
   };
+  // ZeRO-1's pieces are in force: --zero 1, or round sync's sharded outer exchange.
+  bool sharded() const { return options_.shard_optimizer || shard_outer_; }
+  bool shard_outer_ = false;  // UseRoundSync(codec, shard = true) in force
   std::optional<PerStepSettings> per_step_;
   std::function<uint64_t()> transport_bytes_;
   uint64_t retired_bytes_ = 0;  // TCP: bytes of rings replaced, and of probe streams

@@ -7,7 +7,8 @@
 
 namespace rt::train {
 
-absl::Status RingGradientReducer::UseRoundSync(std::optional<collective::CodecSpec> outer_codec) {
+absl::Status RingGradientReducer::UseRoundSync(std::optional<collective::CodecSpec> outer_codec,
+                                               bool shard) {
   const bool round = outer_codec.has_value();
   if (round == per_step_.has_value()) return absl::OkStatus();  // the mode in force
   if (in_step_) return absl::FailedPreconditionError("UseRoundSync during a step");
@@ -18,7 +19,9 @@ absl::Status RingGradientReducer::UseRoundSync(std::optional<collective::CodecSp
                                 b.topk_refresh_every,
                                 b.precondition_from,
                                 options_.comm.auto_codec,
-                                options_.check_every};
+                                options_.check_every,
+                                b.allreduce.phases,
+                                options_.comm.reorder};
     b.codec = *outer_codec;
     // Pseudo-gradients go through the codec from the first round: no dense top-k
     // warm-up, no refresh steps, no AdamW preconditioning and no per-bucket planning
@@ -30,6 +33,13 @@ absl::Status RingGradientReducer::UseRoundSync(std::optional<collective::CodecSp
     // Replicas agree only at outer steps, and the trainer asks only there: compare
     // every time it asks.
     options_.check_every = 1;
+    // Sharded outer state (sync/round_sync.h): each owner's segment sum stays where the
+    // reduce-scatter leaves it, and pieces follow ring positions (no re-order).
+    if (shard && !options_.shard_optimizer) {
+      b.allreduce.phases = collective::RingPhases::kReduceScatter;
+      options_.comm.reorder = false;
+      shard_outer_ = true;
+    }
   } else {
     b.codec = per_step_->codec;
     b.topk_warmup_steps = per_step_->topk_warmup_steps;
@@ -37,6 +47,9 @@ absl::Status RingGradientReducer::UseRoundSync(std::optional<collective::CodecSp
     b.precondition_from = per_step_->precondition_from;
     options_.comm.auto_codec = per_step_->auto_codec;
     options_.check_every = per_step_->check_every;
+    b.allreduce.phases = per_step_->phases;
+    options_.comm.reorder = per_step_->reorder;
+    shard_outer_ = false;
     per_step_.reset();
   }
   plan_.reset();

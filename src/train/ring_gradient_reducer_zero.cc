@@ -19,12 +19,12 @@
 namespace rt::train {
 
 std::vector<std::pair<size_t, size_t>> RingGradientReducer::OwnedRanges(size_t length) const {
-  if (!options_.shard_optimizer) return {{0, length}};
+  if (!sharded()) return {{0, length}};
   return OwnedPieces(length, options_.buckets.bucket_bytes, peers(), rank());
 }
 
 std::vector<std::pair<size_t, size_t>> RingGradientReducer::ReplicaRanges(size_t length) const {
-  if (!options_.shard_optimizer) return {};
+  if (!sharded()) return {};
   return ReplicaPieces(length, options_.buckets.bucket_bytes, peers(), rank());
 }
 
@@ -50,7 +50,7 @@ absl::StatusOr<double> RingGradientReducer::GradSumOfSquares(absl::Span<const fl
   const std::vector<ZeroPiece> pieces =
       ZeroPieces(grads.size(), options_.buckets.bucket_bytes, peers());
   std::vector<double> sums(pieces.size(), 0.0);
-  if (!options_.shard_optimizer) {
+  if (!sharded()) {
     for (size_t i = 0; i < pieces.size(); ++i) {
       sums[i] =
           optim::SumOfSquares(grads.subspan(pieces[i].begin, pieces[i].end - pieces[i].begin));
@@ -89,7 +89,7 @@ absl::StatusOr<double> RingGradientReducer::GradSumOfSquares(absl::Span<const fl
 }
 
 absl::Status RingGradientReducer::AllgatherOwned(absl::Span<float> params) {
-  if (!options_.shard_optimizer || peers() == 1) return absl::OkStatus();
+  if (!sharded() || peers() == 1) return absl::OkStatus();
   // The test fault: this process's Nth allgather (counted across views) freezes it.
   const AllgatherStop& fault = options_.test_stop_in_allgather;
   const bool freeze = fault.at > 0 && ++carried_->param_allgathers == fault.at;

@@ -97,6 +97,10 @@ absl::StatusOr<RunPlan> PlanRun(const RunPlanInputs& in) {
           absl::StrCat("--outer-compress: ", spec.status().message()));
     }
     outer = *spec;
+    if (in.outer_shard && (outer.kind != collective::CodecKind::kNone || in.outer_overlap)) {
+      return absl::InvalidArgumentError(
+          "--outer-shard on works with --outer-compress none and --outer-overlap off only");
+    }
   }
 
   RunPlan p;
@@ -122,7 +126,9 @@ absl::StatusOr<RunPlan> PlanRun(const RunPlanInputs& in) {
   p.round.every = in.outer_every;
   p.round.codec = in.outer_every > 0 ? outer.ToString() : "";
   p.round.overlap = in.outer_every > 0 && in.outer_overlap;
+  p.round.sharded = in.outer_every > 0 && in.outer_shard && in.peers >= 2;
   p.round.outer_state_bytes = in.outer_every > 0 ? (p.round.overlap ? 16 : 8) * n : 0;
+  if (p.round.sharded) p.round.outer_state_bytes = 24 * n / peers;  // see run_plan.h
   ASSIGN_OR_RETURN(size_t act, model::Gpt::EstimateActivationBytes(in.config, in.options));
   p.activations = static_cast<double>(act);
   p.reserve = in.reserve_bytes;
@@ -286,6 +292,7 @@ absl::StatusOr<RunPlan> PlanRun(const RunPlanInputs& in) {
                                              : DenseRingBytes(n, 4, in.peers);
         break;
     }
+    if (r.sharded) bytes += 4 * n / in.peers;  // the owned sums to the replica holder
     r.wire_bytes = bytes;
     if (in.peers > 1) r.exchange_s = bytes / in.link_bps + 2 * ring_hops * in.rtt_s;
     if (!slot_s.empty()) {

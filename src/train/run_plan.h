@@ -64,6 +64,7 @@ struct RunPlanInputs {
   int outer_every = 0;
   std::string outer_compress = "none";
   bool outer_overlap = false;  // --outer-overlap on: the exchange beside the next round
+  bool outer_shard = false;    // --outer-shard on (codec none, overlap off): see RoundEstimate
 };
 
 // Round sync, per peer: H inner steps of compute on the balanced shares (train's
@@ -77,9 +78,13 @@ struct RunPlanInputs {
 //   round_s = H x compute_s + exchange_s - hidden_s,  tokens/s = H x tokens_per_step / round_s
 // (the exchange's own CPU work beside the compute is not counted: 4 netns peers at
 // 100 Mbit/s sharing 2 cores spent 88-93% of their time computing with overlap). Memory adds the
-// round-start copy and the outer momentum (fp32, 4n each; not sharded), with overlap also the
+// round-start copy and the outer momentum (fp32, 4n each), with overlap also the
 // anchor and the exchange buffer (4n each), and, for a lossy codec, its error-feedback residual
-// (4n) instead of the per-step one.
+// (4n) instead of the per-step one. With --outer-shard on (codec none, overlap off; N >= 2)
+// both are held on the ZeRO-1 pieces (train/zero_pieces.h), own and the predecessor's:
+// 2 x 4 x 2n/N, plus the new momentum of those pieces staged during an outer step (4 x 2n/N,
+// so that a broken allgather changes nothing): 24n/N at the outer step's peak; the wire
+// adds the owned sums sent to the replica holder, 4n/N (sync/round_sync.h).
 struct RoundEstimate {
   int every = 0;                         // H (0: per-step sync, the rest is 0)
   std::string codec;                     // --outer-compress
@@ -91,7 +96,9 @@ struct RoundEstimate {
   double tokens_per_s = 0;               // H x tokens_per_step / round_s
   double compute_only_tokens_per_s = 0;  // tokens_per_step / one step's compute
   bool overlap = false;                  // --outer-overlap on
-  double outer_state_bytes = 0;          // round-start copy + momentum (+ anchor, exchange)
+  double outer_state_bytes = 0;          // round-start copy + momentum (+ anchor, exchange;
+                                         // sharded: pieces + staging, the outer step's peak)
+  bool sharded = false;                  // --outer-shard on with N >= 2
 };
 
 struct CodecEstimate {

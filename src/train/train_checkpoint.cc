@@ -209,6 +209,18 @@ absl::StatusOr<std::unique_ptr<ckpt::CheckpointBuilder>> BeginShardedTrainCheckp
   return b;
 }
 
+absl::StatusOr<std::unique_ptr<ckpt::CheckpointBuilder>> BeginOuterShardedTrainCheckpoint(
+    const std::string& ckpt_dir, const ckpt::CheckpointMeta& meta, absl::Span<const float> params,
+    absl::Span<const float> adam_m, absl::Span<const float> adam_v) {
+  ASSIGN_OR_RETURN(std::unique_ptr<ckpt::CheckpointBuilder> b,
+                   ckpt::CheckpointBuilder::Begin(ckpt_dir, meta));
+  RETURN_IF_ERROR(b->Add("params", Bytes(params)));
+  RETURN_IF_ERROR(b->Add("adam_m", Bytes(adam_m)));
+  RETURN_IF_ERROR(b->Add("adam_v", Bytes(adam_v)));
+  RETURN_IF_ERROR(b->Reserve("outer_momentum", params.size() * sizeof(float)));
+  return b;
+}
+
 absl::Status FinishTrainCheckpoint(ckpt::CheckpointBuilder* b, const std::string& tokenizer_model,
                                    int keep) {
   if (!tokenizer_model.empty())

@@ -66,6 +66,13 @@ absl::Status SaveTrainCheckpoint(const std::string& ckpt_dir, const ckpt::Checkp
 // tokenizer and publishes. Same files and manifest as SaveTrainCheckpoint.
 absl::StatusOr<std::unique_ptr<ckpt::CheckpointBuilder>> BeginShardedTrainCheckpoint(
     const std::string& ckpt_dir, const ckpt::CheckpointMeta& meta, absl::Span<const float> params);
+// Round sync with the outer state sharded (--outer-shard on): the parameters and both
+// AdamW moments whole (written by Commit, so they must stay unchanged until Finish
+// returns) and outer_momentum reserved for its pieces; the same manifest as
+// SaveTrainCheckpoint with an outer momentum.
+absl::StatusOr<std::unique_ptr<ckpt::CheckpointBuilder>> BeginOuterShardedTrainCheckpoint(
+    const std::string& ckpt_dir, const ckpt::CheckpointMeta& meta, absl::Span<const float> params,
+    absl::Span<const float> adam_m, absl::Span<const float> adam_v);
 absl::Status FinishTrainCheckpoint(ckpt::CheckpointBuilder* b, const std::string& tokenizer_model,
                                    int keep);
 

@@ -150,8 +150,13 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
     // with the rest; a replica received mid-round is one peer's own, so it goes back to
     // the round-start copy and sits the round out (RoundSync::AfterReplacedState; with
     // overlap also at a round's end whose exchange is pending, without sitting out).
-    state.buffers.push_back({"outer_start", t->round_->start()});
-    state.buffers.push_back({"outer_momentum", t->round_->momentum()});
+    // Sharded (--outer-shard on), neither is whole here: they move as pieces between
+    // the members of a ring (Trainer::SettleOuterPieces), and a peer that receives a
+    // replica mid-round keeps it, sitting out with weight 0.
+    if (!config.round.shard) {
+      state.buffers.push_back({"outer_start", t->round_->start()});
+      state.buffers.push_back({"outer_momentum", t->round_->momentum()});
+    }
     if (config.round.overlap) {
       // With overlap also the pending round: its anchor and whether there is one (the
       // receiver takes part in its redo with no tokens of its own).
@@ -165,6 +170,11 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
     self->FinishBackgroundCheckpoint();
     if (self->round_) self->round_->ForgetRound();
     self->exchange_live_ = false;  // it went with the ring of the old view
+    // --outer-shard on: a received state says nothing of the outer momentum; this peer
+    // no longer knows it to be zero, nor began a round where it began (its pieces, if
+    // any, stay valid for their outer step count: SettleOuterPieces).
+    self->outer_zero_ = false;
+    self->began_at_ = -1;
   };
   RETURN_IF_ERROR(t->reducer_->AttachState(state, t->loaded_epoch_));
   // A ring starts from the leader's state, whatever each peer loaded (ring_gradient_reducer.h).
@@ -172,6 +182,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
   std::vector<absl::Span<float>> spans;
   for (const auto& named : state.buffers) spans.push_back(named.second);
   RETURN_IF_ERROR(t->reducer_->SyncState(&t->step_, spans));
+  // Sharded outer state: at step 0 the momentum is zero on every peer.
+  t->outer_zero_ = t->step_ == 0;
+  t->began_at_ = t->step_;
   if (t->step_ != loaded_step) {
     t->tokens_seen_ = t->step_ * static_cast<int64_t>(t->sampler_->slots()) * shape.seq_len;
     t->last_checkpoint_step_ = t->step_;
@@ -210,10 +223,11 @@ absl::Status Trainer::Run() {
     ASSIGN_OR_RETURN(BoundaryAction action, reducer_->AtStepBoundary());
     tokens_seen_ = step_ * static_cast<int64_t>(sampler_->slots()) * mc.seq_len;
     if (action == BoundaryAction::kStop) {
-      if (reducer_->ShardsOptimizer()) {
+      if (reducer_->ShardsOptimizer() || ShardedOuterCheckpoint()) {
         // Outside a ring this peer holds only its pieces of the optimizer state: the
         // ring's checkpoints (and its members) keep the state.
-        LogInfo("stopping cleanly at step %d (--zero 1: no checkpoint outside a ring)", step_);
+        LogInfo("stopping cleanly at step %d (%s: no checkpoint outside a ring)", step_,
+                reducer_->ShardsOptimizer() ? "--zero 1" : "--outer-shard on");
         return absl::OkStatus();
       }
       LogInfo("stopping cleanly at step %d", step_);
@@ -270,6 +284,17 @@ absl::Status Trainer::Run() {
       const bool need = !config_.ckpt_dir.empty() && reducer_->WritesCheckpoints() &&
                         last_checkpoint_step_ != step_;
       absl::Status gathered = GatherMomentsForCheckpoint(need);
+      if (absl::IsInternal(gathered)) return gathered;
+      if (!gathered.ok()) {
+        // The ring broke: the next step notices it too and the cluster re-forms.
+        RETURN_IF_ERROR(CarryOn(step_, gathered, /*final=*/last || stop));
+      }
+    }
+    if (ckpt_moment && ShardedOuterCheckpoint()) {
+      // --outer-shard on: likewise the outer momentum (the writers receive it whole).
+      const bool need = !config_.ckpt_dir.empty() && reducer_->WritesCheckpoints() &&
+                        last_checkpoint_step_ != step_;
+      absl::Status gathered = GatherOuterMomentum(need);
       if (absl::IsInternal(gathered)) return gathered;
       if (!gathered.ok()) {
         // The ring broke: the next step notices it too and the cluster re-forms.

@@ -165,6 +165,30 @@ class Trainer {
   // Outer steps done at step count `step` (round ends up to it).
   int64_t OuterStepsAt(int64_t step) const;
 
+  // ---- Sharded outer state (--outer-shard on; trainer_round_shard.cc) ----
+  // Before every round-sync step: makes round_'s pieces those of the current ring (its
+  // OwnedRanges and ReplicaRanges), moving the round-start copy and the momentum from
+  // the members that hold them (GradientReducer::ExchangePieces) at the first step, after
+  // a resume and when the ring changed; first completes a staged outer step if the ring
+  // resumed after it. Every member of a ring calls it at the same steps. Pieces nobody
+  // holds (a peer and its ring predecessor lost together) fail the run with what to do.
+  absl::Status SettleOuterPieces();
+  // The sharded outer step after the exchange's reduce-scatter (grads_ holds the sum
+  // on this peer's pieces): new parameters of the pieces in grads_, the new momentum
+  // staged, the pseudo-gradient norm from every owner's part, the allgather of the new
+  // parameters, and only then params_, start and momentum change. If the allgather
+  // fails, nothing changed and the staged momentum waits for SettleOuterPieces.
+  // `keep_start`: no peer trained in the round (DrainRound): the round-start copy's
+  // pieces are gathered instead, the momentum unchanged.
+  absl::StatusOr<sync::OuterStepFigures> ShardedOuterStep(bool keep_start);
+  // At a checkpoint moment of round sync with sharding, every member takes part; a
+  // writer (`need`) starts the checkpoint of step_ (sharded_ckpt_: the parameters and
+  // AdamW moments, and the outer momentum written into its file as its pieces arrive).
+  absl::Status GatherOuterMomentum(bool need);
+  // Round sync with sharding's checkpoint moments need the gather (round mode, past
+  // --outer-after's switch).
+  bool ShardedOuterCheckpoint() const;
+
   // ---- ZeRO-1 (--zero 1; trainer_zero.cc) ----
   // Before a step: settles a step whose update did not reach this peer (kept if the
   // ring resumed after it, dropped if before), then makes this peer's optimizers match
@@ -244,6 +268,16 @@ class Trainer {
   bool exchange_live_ = false;
   uint64_t exchange_epoch_ = 0;
   uint64_t exchange_bytes_base_ = 0;
+  // --outer-shard on: the outer step count (OuterStepsAt) at which round_'s pieces hold
+  // the ring's values (-1: they do not), the view epoch of their cut, whether the
+  // momentum is known to be zero everywhere (step 0, --outer-after's switch), a staged
+  // outer step (the count it completes, -1 = none, and its momentum).
+  int64_t outer_held_ = -1;
+  int64_t began_at_ = -1;  // step_ once Create took the ring's state
+  uint64_t outer_epoch_ = 0;
+  bool outer_zero_ = false;
+  int64_t outer_staged_at_ = -1;
+  AlignedBuffer<float> outer_staged_;
   // --zero 1 (GradientReducer::ShardsOptimizer): the optimizer of this peer's pieces,
   // made at the first step (the pieces are known after BeginStep); adam_ is then null.
   std::unique_ptr<optim::ShardedAdamW> sharded_adam_;
@@ -267,8 +301,8 @@ class Trainer {
   // --zero 1 resumed from a checkpoint: its full moments are read from disk on demand
   // (only the pieces this peer needs are ever in memory).
   std::optional<ckpt::Checkpoint> resumed_checkpoint_;
-  // --zero 1 writers: the checkpoint of sharded_ckpt_step_ being built (parameters and
-  // moments in place; the writer adds the rest and publishes it). Shared with the
+  // --zero 1 (and --outer-shard on) writers: the checkpoint of sharded_ckpt_step_ being built
+  // (parameters and moments in place; the writer adds the rest and publishes it). Shared with the
   // writer thread's closure.
   std::shared_ptr<ckpt::CheckpointBuilder> sharded_ckpt_;
   int64_t sharded_ckpt_step_ = -1;

@@ -34,17 +34,20 @@ absl::Status Trainer::WriteCheckpoint(int64_t step, uint64_t epoch) const {
     // per-step steps (up to the switch at step N) has none, as a per-step run's.
     const bool outer = round_ && (config_.round.after == 0 || step > config_.round.after);
     const sync::RoundSync* round = round_.get();
-    return SaveTrainCheckpoint(config_.ckpt_dir, CheckpointMetaAt(step, epoch), params_.span(),
-                               adam_->m(), adam_->v(), tokenizer_model_, config_.ckpt_keep,
-                               outer ? round->momentum() : absl::Span<const float>());
+    if (!outer || !round->sharded()) {
+      return SaveTrainCheckpoint(config_.ckpt_dir, CheckpointMetaAt(step, epoch), params_.span(),
+                                 adam_->m(), adam_->v(), tokenizer_model_, config_.ckpt_keep,
+                                 outer ? round->momentum() : absl::Span<const float>());
+    }
+    // --outer-shard on: the checkpoint the ring gathered for this step (GatherOuterMomentum).
   }
-  // --zero 1: the checkpoint the ring gathered for this step (GatherMomentsForCheckpoint).
   std::shared_ptr<ckpt::CheckpointBuilder> b = sharded_ckpt_;
   if (b == nullptr || sharded_ckpt_step_ != step) {
     return absl::FailedPreconditionError(absl::StrFormat(
-        "no checkpoint of step %d: with --zero 1 this peer holds only its pieces of the "
-        "optimizer state, and the ring did not gather them for this step",
-        step));
+        "no checkpoint of step %d: with %s this peer holds only its pieces of the %s, and "
+        "the ring did not gather them for this step",
+        step, adam_ != nullptr ? "--outer-shard on" : "--zero 1",
+        adam_ != nullptr ? "outer momentum" : "optimizer state"));
   }
   return FinishTrainCheckpoint(b.get(), tokenizer_model_, config_.ckpt_keep);
 }
@@ -205,7 +208,17 @@ absl::Status Trainer::InitOrResume() {
   if (round_ != nullptr) {
     // The outer momentum of a round-sync checkpoint; a per-step run's checkpoint (or
     // one of another --outer-every) continues with what it has: momentum from zero.
-    if (latest->HasSection("outer_momentum")) {
+    if (round_->sharded()) {
+      // --outer-shard on: this peer's pieces are read when the ring is known
+      // (SettleOuterPieces); the section's size is checked now.
+      if (latest->HasSection("outer_momentum") &&
+          latest->SectionBytes("outer_momentum") != params_.bytes()) {
+        return absl::DataLossError(
+            absl::StrFormat("%s: section outer_momentum has %d bytes, expected %d", latest->path(),
+                            latest->SectionBytes("outer_momentum"), params_.bytes()));
+      }
+      resumed_checkpoint_ = *latest;
+    } else if (latest->HasSection("outer_momentum")) {
       RETURN_IF_ERROR(ReadFloatSection(*latest, "outer_momentum", round_->momentum()));
     } else if (latest->meta().step > config_.round.after) {
       LogInfo("checkpoint %s has no outer momentum: round sync starts it from zero",

@@ -25,8 +25,9 @@ absl::Status Trainer::SettleSyncMode() {
   const bool round = round_ != nullptr && step_ >= config_.round.after;
   if (round == round_mode_) return absl::OkStatus();
   FinishBackgroundCheckpoint();  // it may read the outer state written below
-  RETURN_IF_ERROR(reducer_->UseRoundSync(round ? std::optional(config_.round.codec)
-                                               : std::optional<collective::CodecSpec>()));
+  RETURN_IF_ERROR(reducer_->UseRoundSync(
+      round ? std::optional(config_.round.codec) : std::optional<collective::CodecSpec>(),
+      config_.round.shard));
   round_mode_ = round;
   if (!round) {
     LogInfo("step %d: per-step sync until step %d (--outer-after)", step_ + 1, config_.round.after);
@@ -36,6 +37,8 @@ absl::Status Trainer::SettleSyncMode() {
     // The switch: the replicas agree here (per-step sync), and round sync begins as a
     // run resumed from a per-step checkpoint of this step would (trainer.h).
     round_->Restart(params_.span());
+    outer_zero_ = true;  // sharded: every peer holds the zero momentum
+    outer_held_ = -1;
     LogInfo(
         "step %d: switching to round sync after %d per-step steps (--outer-after): %s; outer "
         "momentum from zero",
@@ -89,6 +92,8 @@ absl::Status Trainer::RoundStep(StepMetrics* metrics) {
     // A state received at --outer-after's switch is per-step sync's (the serving peer
     // may not have switched yet): round sync begins from it as SettleSyncMode does.
     round_->Restart(params_.span());
+    outer_zero_ = true;
+    outer_held_ = -1;
   } else if (round_->replaced()) {  // a received state: mid-round, sit the round out
     round_->AfterReplacedState(step_ % h == 0, params_.span());
     if (round_->sitting_out()) {
@@ -98,6 +103,8 @@ absl::Status Trainer::RoundStep(StepMetrics* metrics) {
           std::min<int64_t>((step_ / h + 1) * h, config_.steps));
     }
   }
+  // --outer-shard on: this ring's pieces of the outer state (trainer_round_shard.cc).
+  if (round_->sharded()) RETURN_IF_ERROR(SettleOuterPieces());
   // A view change was announced: stop here rather than apply inner steps that the
   // view's state agreement does not know of (the step is redone after it).
   if (reducer_->StepAborted()) {
@@ -206,8 +213,10 @@ absl::Status Trainer::RoundStep(StepMetrics* metrics) {
   // At a round's end the shared parameters (the round-start copy; with overlap the
   // replicas hold their own progress of the round on top of it) are what the peers agree
   // on and compare; between round ends, this peer's replica.
-  const uint64_t hash = ParamHash(round_end ? absl::Span<const float>(round_->start())
-                                            : absl::Span<const float>(params_.span()));
+  // (Sharded, the outer step left params == the new shared parameters on every peer.)
+  const uint64_t hash =
+      ParamHash(round_end && !round_->sharded() ? absl::Span<const float>(round_->start())
+                                                : absl::Span<const float>(params_.span()));
   m.step = step_;
   m.tokens = step_ * static_cast<int64_t>(sampler_->slots()) * T;
   tokens_seen_ = m.tokens;
@@ -378,6 +387,24 @@ absl::StatusOr<sync::OuterStepFigures> Trainer::DrainRound(bool pending_sum,
   RETURN_IF_ERROR(reducer_->Finish(&totals));
   checkpoint_agreed_ = totals.checkpoint_vote;
   FinishBackgroundCheckpoint();
+  // No peer of this ring trained in the round: e.g. the state a view change resumed from
+  // came from a peer that had no slots (--balance) and the others received it mid-round
+  // and sat out. The exchange ran all the same (it carries the votes, and every peer
+  // decides from the same token counts), but its sum of zero weights is no average:
+  // applied, it scaled the parameters down whole (a loss of 4.5 nats from 3.1). The
+  // round-start copy stays (RoundSync::SkipOuterStep).
+  const bool empty = total_tokens == 0 && !pending_sum;
+  if (empty) {
+    LogInfo(
+        "step %d: no peer of this view trained in this round; no outer step, the round's "
+        "shared parameters stay",
+        step_ + 1);
+  }
+  if (round_->sharded()) return ShardedOuterStep(empty);  // no overlap: nothing pending
+  if (empty) {
+    round_->SkipOuterStep(params_.span());
+    return sync::OuterStepFigures{};
+  }
   if (pending_sum) (void)round_->ApplyDelayed(round_->exchange(), params_.span());
   return round_->Apply(grads_.span(), params_.span());
 }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "ckpt/checkpoint.h"
 #include "cli_runner.h"
 #include "data/token_dataset.h"
@@ -172,9 +173,14 @@ TEST_CASE("round sync: train and plan refuse what cannot work, naming the flags"
       {{"--outer-compress=int8"}, "--outer-every H > 0"},
       {{"--outer-every=5", "--outer-momentum=1"}, "--outer-momentum"},
       {{"--outer-every=5", "--outer-overlap=yes"}, "--outer-overlap"},
+      {{"--outer-every=5", "--outer-shard=maybe"}, "--outer-shard"},
+      {{"--outer-shard=on"}, "--outer-every H > 0"},
+      {{"--outer-every=5", "--outer-shard=on"}, "--outer-overlap off"},  // overlap: default on
+      {{"--outer-every=5", "--outer-overlap=off", "--outer-compress=int8", "--outer-shard=on"},
+       "--outer-compress none"},
   };
   for (const auto& [flags, want] : cases) {
-    INFO(flags[0], " ", flags.size() > 1 ? flags[1] : "");
+    INFO(absl::StrJoin(flags, " "));
     RunResult train = rt::integration::RunRingtrain(
         Concat(Concat(TrainFlags(tmp), {"--steps=2"}), flags), tmp.path(), 60);
     CHECK(train.exit_code == 2);

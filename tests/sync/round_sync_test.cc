@@ -5,7 +5,8 @@
 // against a double-precision reference of the scheme, a drained round end computing the
 // same bits as applying then contributing, one peer with outer lr 1 keeping its bits,
 // and a replaced state (a joiner, or a peer that was behind) going back to the shared
-// copy with the pending round kept.
+// copy with the pending round kept; sharded, the outer step on pieces gives the whole
+// step's bits there with the momentum staged until the commit.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -346,4 +347,59 @@ TEST_CASE("Restart: round sync begins at the given parameters with the momentum 
   CHECK(!r.replaced());
   CHECK(r.round_tokens() == 0);
   CHECK(!r.has_pending());
+}
+
+TEST_CASE("sharded: the outer step on pieces is the whole step's bits there, momentum staged") {
+  // Two rounds of the whole RoundSync against one holding pieces [2, 5) and [9, 12) of
+  // 12 floats: each round the pieces get the exact values of the whole step, the staged
+  // momentum is the whole one there, and start and momentum stay as they were until the
+  // commit (so a step whose allgather broke can be dropped).
+  const size_t n = 12;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> params(n);
+  for (float& x : params) x = dist(rng);
+  RoundSyncOptions o = Options(0.7f, 0.9f, "none");
+  RoundSync whole(o, n);
+  o.shard = true;
+  RoundSync sharded(o, n);
+  CHECK(sharded.held_floats() == 0);  // nothing before the pieces are known
+  const std::vector<rt::sync::FloatRange> pieces = {{2, 5}, {9, 12}};
+  rt::AlignedBuffer<float> start(6), momentum(6);
+  momentum.Zero();
+  sharded.SetPieces(pieces, std::move(start), std::move(momentum));
+  whole.BeginRound(params);
+  sharded.BeginRound(params);
+  CHECK(rt::sync::PackedOffset(pieces, 3) == 1);
+  CHECK(rt::sync::PackedOffset(pieces, 10) == 4);
+  CHECK(rt::sync::PackedOffset(pieces, 6) == -1);
+  for (int round = 0; round < 2; ++round) {
+    std::vector<float> sum(n), whole_params = params;
+    for (float& x : sum) x = dist(rng);
+    whole.Apply(sum, absl::MakeSpan(whole_params));
+    std::vector<float> staged_sum = sum;
+    rt::AlignedBuffer<float> staged(sharded.held_floats());
+    const std::vector<float> momentum_before(sharded.momentum().begin(), sharded.momentum().end());
+    const double norm_sq =
+        sharded.StageOuterStep(absl::MakeSpan(staged_sum), staged.span(), {{2, 5}});
+    CHECK(norm_sq > 0);
+    CHECK(std::equal(momentum_before.begin(), momentum_before.end(), sharded.momentum().begin()));
+    size_t k = 0;
+    for (const auto& [b, e] : pieces) {
+      for (size_t i = b; i < e; ++i, ++k) {
+        CHECK(staged_sum[i] == whole_params[i]);  // bit for bit (no NaN here)
+        CHECK(staged.data()[k] == whole.momentum()[i]);
+      }
+    }
+    // The allgather would bring every other coordinate: take the whole step's.
+    sharded.CommitOuterStep(&staged, whole_params);
+    k = 0;
+    for (const auto& [b, e] : pieces) {
+      for (size_t i = b; i < e; ++i, ++k) {
+        CHECK(sharded.momentum()[k] == whole.momentum()[i]);
+        CHECK(sharded.start()[k] == whole.start()[i]);
+      }
+    }
+    params = whole_params;
+  }
 }

@@ -88,8 +88,8 @@ class SlowReportingReducer final : public GradientReducer {
   void StepCompleted(int64_t step) override { inner_->StepCompleted(step); }
   void CommitExchange() override { inner_->CommitExchange(); }
   void InnerStepCompleted(int64_t step) override { inner_->InnerStepCompleted(step); }
-  absl::Status UseRoundSync(std::optional<rt::collective::CodecSpec> codec) override {
-    return inner_->UseRoundSync(codec);
+  absl::Status UseRoundSync(std::optional<rt::collective::CodecSpec> codec, bool shard) override {
+    return inner_->UseRoundSync(codec, shard);
   }
   bool StopAfterThisStep() const override { return inner_->StopAfterThisStep(); }
   void Abort(const absl::Status& why) override { inner_->Abort(why); }

@@ -451,6 +451,50 @@ TEST_CASE("round sync: bytes per round by codec, tokens/s against compute only, 
   CHECK(!rt::train::PlanRun(in).ok());
 }
 
+TEST_CASE("round sync --outer-shard on: 24n/N of outer state at the peak, +4n/N on the wire") {
+  // The 1B model on eight peers (docs/round-sync.md): 8.6 GB of outer state whole,
+  // 3.2 GB sharded (own and replica pieces of start and momentum, and the staged momentum).
+  rt::train::RunPlanInputs in;
+  in.config = {32000, 20, 16, 2048, 1024};
+  in.options.precision = rt::model::Precision::kBf16;
+  in.options.recompute = true;
+  in.options.max_batch = 1;
+  in.gflops = {400};
+  in.link_bps = 100e6 / 8;
+  in.outer_every = 1000;
+  in.outer_compress = "none";
+  for (int peers : {1, 3, 8}) {
+    INFO(peers, " peers");
+    in.peers = peers;
+    in.outer_shard = false;
+    auto whole = rt::train::PlanRun(in);
+    in.outer_shard = true;
+    auto sharded = rt::train::PlanRun(in);
+    REQUIRE(whole.ok());
+    REQUIRE(sharded.ok());
+    const double n = static_cast<double>(whole->n_params);
+    if (peers == 1) {  // nothing to shard: the same plan
+      CHECK_FALSE(sharded->round.sharded);
+      CHECK(sharded->total == doctest::Approx(whole->total));
+      continue;
+    }
+    CHECK(sharded->round.sharded);
+    CHECK(sharded->round.outer_state_bytes == doctest::Approx(24 * n / peers));
+    CHECK(sharded->total == doctest::Approx(whole->total - 8 * n + 24 * n / peers));
+    CHECK(sharded->round.wire_bytes == doctest::Approx(whole->round.wire_bytes + 4 * n / peers));
+  }
+  CHECK(in.peers == 8);
+  auto sharded = rt::train::PlanRun(in);
+  REQUIRE(sharded.ok());
+  CHECK(sharded->total < 25e9);  // 30.2 GB whole
+  // Only with codec none and overlap off.
+  in.outer_overlap = true;
+  CHECK(absl::IsInvalidArgument(rt::train::PlanRun(in).status()));
+  in.outer_overlap = false;
+  in.outer_compress = "bf16";
+  CHECK(absl::IsInvalidArgument(rt::train::PlanRun(in).status()));
+}
+
 TEST_CASE("round sync: inner steps on balanced shares, and the run is priced at the round's rate") {
   // The 1B model on four peers at 100 Mbit/s, one of them half as fast.
   rt::train::RunPlanInputs in;
