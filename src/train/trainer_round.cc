@@ -142,8 +142,10 @@ absl::Status Trainer::RoundStep(StepMetrics* metrics) {
     const double compute_s = compute_watch.ElapsedSeconds();
     FinishBackgroundCheckpoint();  // the buffers change below
     const double grad_norm = std::sqrt(optim::SumOfSquares(grads_.span()));
-    const double loss = my_tokens > 0 ? loss_sum / static_cast<double>(my_tokens) : 0;
-    if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
+    // A peer without slots has no loss: NaN, written as null in --metrics (a 0 there was
+    // averaged with the others' losses by whoever read the file).
+    const double loss = my_tokens > 0 ? loss_sum / static_cast<double>(my_tokens) : std::nan("");
+    if ((my_tokens > 0 && !std::isfinite(loss)) || !std::isfinite(grad_norm)) {
       return absl::InternalError(absl::StrFormat(
           "training diverged at step %d: loss %g, gradient norm %g (try a lower --lr)", step_ + 1,
           loss, grad_norm));

@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -231,4 +232,7 @@ TEST_CASE("weights follow tokens: a peer without slots weighs 0, the other's rep
     CHECK(two.steps[1][s].param_hash == alone[s]);
   }
   CHECK(two.steps[1][0].slots == 0);
+  // No tokens, no loss (null in --metrics), while the training peer has one.
+  CHECK(std::isnan(two.steps[1][0].loss));
+  CHECK(std::isfinite(two.steps[0][0].loss));
 }
