@@ -19,7 +19,7 @@
 // the state at an outer step, or sits the round out: its log says so), and at every
 // outer step all peers that report it hold one param_hash. The run ends with a ring
 // SIGTERM at a round's end, every peer at one step and hash, and a final loss within
-// kLossTolerance (with overlap kLossToleranceOverlap) of an uninterrupted run to the
+// kLossTolerance of an uninterrupted run to the
 // same step: the val loss of each run's final checkpoint (`ringtrain eval`) on 16,000
 // held-out tokens of the training distribution, the same windows for both.
 #include <doctest/doctest.h>
@@ -49,16 +49,18 @@ constexpr int kCompareFrom = 600;  // the earliest step at which the final loss 
 // runs see the same windows, but their trajectories differ (the faults; --balance's
 // shares follow each run's timing, so even two uninterrupted runs differ), and so do
 // their final parameters. Measured on a loaded machine (docs/benchmarks/round-faults.md):
-// without overlap (the sharded case) the gap stayed within half of the feature's 1%;
-// with overlap (one round late, --outer-compress int8 in the exchange case) two
-// uninterrupted runs alone differed by up to 1.3% and faulty runs by up to 1.6%, so
-// there the comparison tells a broken run (e.g. 16% for a round whose outer step
-// scaled the parameters down) from noise at 2%, no finer. The mean train loss of the
+// without overlap (the sharded case) the gap stayed within 0.45% in 12 runs, but a
+// CI-like run on a quiet machine (which trains further before the test's SIGTERM: to
+// step 896 instead of ~670) ended 1.17% apart, the faulty run *below*; with overlap
+// (one round late, --outer-compress int8 in the exchange case) two uninterrupted runs
+// alone differed by up to 1.3% and faulty runs by up to 1.6%. So this comparison tells
+// a broken run (e.g. 16% for a round whose outer step scaled the parameters down) from
+// noise at 2%, no finer, with or without overlap; the feature's 1% is not something
+// this tiny model's runs can show. The mean train loss of the
 // last rounds, compared before, gave 2.1% on a run whose val losses agreed within 0.3%
 // (and 27% on one within 0.1%): every peer's inner-step loss counted alike whatever its
 // share (a peer --balance gives one sequence, or none, reported that one's loss, or 0).
-constexpr double kLossTolerance = 0.01;
-constexpr double kLossToleranceOverlap = 0.02;
+constexpr double kLossTolerance = 0.02;
 
 // `overlap`: --outer-overlap on (the default); `shard`: --outer-shard on, which takes
 // --outer-overlap off.
@@ -249,7 +251,7 @@ void StopAndCompare(FaultCluster& c, const std::string& ref_dir, const std::stri
       "uninterrupted %.6f (relative %.2g)\n",
       codec.c_str(), overlap ? ", overlap" : "", shard ? ", sharded" : "",
       static_cast<long long>(steps), val, ref, rel);
-  CHECK(rel <= (overlap ? kLossToleranceOverlap : kLossTolerance));
+  CHECK(rel <= kLossTolerance);
 }
 
 // A restarted peer's start, rejoin and the checks of WaitRejoinedAtOuterStep.

@@ -78,9 +78,6 @@ struct Script {
   // (round sync: the round's token counts at its outer step) answers 0, as if no peer
   // of the ring had trained in the round.
   int64_t zero_tokens_at = -1;
-  // If set: the first step count this peer completes (a restarted peer admitted at an
-  // outer step S first completes S + 1; later means it came in mid-round).
-  int64_t* first_completed = nullptr;
 };
 
 class ScriptedReducer final : public GradientReducer {
@@ -107,12 +104,10 @@ class ScriptedReducer final : public GradientReducer {
     return inner_->AtStepBoundary();
   }
   void StepCompleted(int64_t step) override {
-    First(step);
     completed_ = step;
     inner_->StepCompleted(step);
   }
   void InnerStepCompleted(int64_t step) override {
-    First(step);
     completed_ = step;
     inner_->InnerStepCompleted(step);
   }
@@ -192,11 +187,6 @@ class ScriptedReducer final : public GradientReducer {
   bool WritesCheckpoints() const override { return inner_->WritesCheckpoints(); }
 
  private:
-  void First(int64_t step) {
-    if (script_.first_completed != nullptr && *script_.first_completed < 0) {
-      *script_.first_completed = step;
-    }
-  }
   std::unique_ptr<GradientReducer> inner_;
   Script script_;
   std::vector<OuterHash>* hashes_;
