@@ -38,7 +38,7 @@ namespace rt::train {
 struct SyncOption {
   std::string kind;   // "per-step", "accumulate" or "round"
   std::string flags;  // what `train` takes, e.g. "--outer-every 1000 --outer-compress none"
-  std::string note;   // e.g. "first 10% of steps bf16", "4.19M tokens per step"
+  std::string note;   // e.g. "warm-up: 10% dense, 10% ramp", "4.19M tokens per step"
   double tokens_per_s = 0;
   double of_compute = 0;  // tokens_per_s / compute-only tokens/s
   double memory_bytes = 0;
