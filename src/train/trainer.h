@@ -19,11 +19,13 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "ckpt/checkpoint.h"
 #include "ckpt/checkpoint_builder.h"
+#include "collective/piece_exchange.h"
 #include "core/aligned_buffer.h"
 #include "data/batch_sampler.h"
 #include "data/token_dataset.h"
@@ -235,6 +237,21 @@ class Trainer {
   absl::Status WriteCheckpoint(int64_t step, uint64_t epoch) const;
   // The meta of a checkpoint of this run at `step`.
   ckpt::CheckpointMeta CheckpointMetaAt(int64_t step, uint64_t epoch) const;
+  // The gather that GatherMomentsForCheckpoint and GatherOuterMomentum share, for a
+  // ring whose state is in pieces (no peer holds it whole): every member takes part in
+  // one GradientReducer::ExchangePieces of sections.size() buffers of params_.size()
+  // floats, offering `held` through `read` (see there). A writer (`need`) starts the
+  // checkpoint of step_ with `begin` and needs every buffer whole: buffer b's pieces are
+  // written into section sections[b] of its file as they arrive (never whole in memory),
+  // and the builder is kept in sharded_ckpt_ for WriteCheckpoint to finish. A failure
+  // to start it (a full disk, a stale writer) is logged like a failed write and this
+  // member then takes part needing nothing. Pieces that no member holds: Internal,
+  // "step S: gathering `what` for a checkpoint: N ranges held by no member".
+  absl::Status GatherPiecesForCheckpoint(
+      bool need,
+      absl::FunctionRef<absl::StatusOr<std::unique_ptr<ckpt::CheckpointBuilder>>()> begin,
+      absl::Span<const char* const> sections, const std::vector<optim::FloatRange>& held,
+      const collective::PieceReader& read, const char* what);
   // A finished write of `step`: the status board hears of it; success advances
   // last/good_checkpoint_step_ and is logged.
   void RecordCheckpoint(int64_t step, const absl::Status& s, double write_ms, bool background);

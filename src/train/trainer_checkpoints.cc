@@ -81,6 +81,51 @@ void Trainer::RecordCheckpoint(int64_t step, const absl::Status& s, double write
           config_.ckpt_dir, write_ms, background ? ", beside training" : "");
 }
 
+absl::Status Trainer::GatherPiecesForCheckpoint(
+    bool need, absl::FunctionRef<absl::StatusOr<std::unique_ptr<ckpt::CheckpointBuilder>>()> begin,
+    absl::Span<const char* const> sections, const std::vector<optim::FloatRange>& held,
+    const collective::PieceReader& read, const char* what) {
+  const size_t n = params_.size();
+  // A write in flight may still use sharded_ckpt_ (under --zero 1 the optimizer step
+  // already waited for it: nothing to wait for there).
+  FinishBackgroundCheckpoint();
+  sharded_ckpt_.reset();
+  sharded_ckpt_step_ = -1;
+  std::unique_ptr<ckpt::CheckpointBuilder> b;
+  if (need) {
+    absl::StatusOr<std::unique_ptr<ckpt::CheckpointBuilder>> begun = begin();
+    if (begun.ok()) {
+      b = *std::move(begun);
+    } else {
+      // Not this time (a full disk, a stale writer): the ring still needs this member's
+      // pieces for the other writer, so it takes part needing nothing.
+      RecordCheckpoint(step_, begun.status(), 0, /*background=*/false);
+      (void)CarryOn(step_, begun.status(), /*final=*/false);
+    }
+  }
+  std::vector<optim::FloatRange> needed;
+  if (b != nullptr) needed.push_back({0, n});
+  // A write error makes the builder fail for good (sticky): later pieces are no-ops.
+  auto write = [&b, sections](int buffer, size_t offset, absl::Span<const float> floats) {
+    (void)b->WriteAt(sections[buffer], offset * sizeof(float),
+                     absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(floats.data()),
+                                               floats.size() * sizeof(float)));
+  };
+  ASSIGN_OR_RETURN(
+      collective::PieceExchangeResult moved,
+      reducer_->ExchangePieces(n, static_cast<int>(sections.size()), held, needed, read, write));
+  if (!moved.lost.empty()) {
+    return absl::InternalError(
+        absl::StrFormat("step %d: gathering %s for a checkpoint: %d ranges held by no member",
+                        step_, what, moved.lost.size()));
+  }
+  if (b != nullptr) {
+    sharded_ckpt_ = std::move(b);
+    sharded_ckpt_step_ = step_;
+  }
+  return absl::OkStatus();
+}
+
 void Trainer::StartBackgroundCheckpoint() {
   if (config_.ckpt_dir.empty() || last_checkpoint_step_ == step_) return;
   if (!reducer_->WritesCheckpoints()) return;

@@ -185,56 +185,25 @@ absl::StatusOr<sync::OuterStepFigures> Trainer::ShardedOuterStep(bool keep_start
 }
 
 absl::Status Trainer::GatherOuterMomentum(bool need) {
-  // As GatherMomentsForCheckpoint (trainer_zero.cc): a writer's checkpoint is begun here
-  // with the parameters and the AdamW moments (written by its Commit, beside the next
-  // step) and the momentum's pieces are written into its file as they arrive, never
-  // whole in memory.
-  const size_t n = params_.size();
-  FinishBackgroundCheckpoint();  // a write in flight may still use sharded_ckpt_
-  sharded_ckpt_.reset();
-  sharded_ckpt_step_ = -1;
-  std::unique_ptr<ckpt::CheckpointBuilder> b;
-  if (need) {
-    absl::StatusOr<std::unique_ptr<ckpt::CheckpointBuilder>> begun =
-        BeginOuterShardedTrainCheckpoint(config_.ckpt_dir,
-                                         CheckpointMetaAt(step_, CheckpointEpoch()), params_.span(),
-                                         adam_->m(), adam_->v());
-    if (begun.ok()) {
-      b = *std::move(begun);
-    } else {
-      // Not this time (a full disk, a stale writer): the ring still needs this member's
-      // pieces for the other writer, so it takes part needing nothing.
-      RecordCheckpoint(step_, begun.status(), 0, /*background=*/false);
-      (void)CarryOn(step_, begun.status(), /*final=*/false);
-    }
-  }
-  std::vector<sync::FloatRange> needed;
-  if (b != nullptr) needed.push_back({0, n});
+  // As GatherMomentsForCheckpoint (trainer_zero.cc): a writer's checkpoint is begun with
+  // the parameters and the AdamW moments (written by its Commit, beside the next step),
+  // and the momentum's pieces are written into its file as they arrive.
   const std::vector<sync::FloatRange> held =
       outer_held_ == OuterStepsAt(step_) ? round_->pieces() : std::vector<sync::FloatRange>{};
-  auto read = [this](int, sync::FloatRange r) -> absl::Span<const float> {
-    const int64_t at = sync::PackedOffset(round_->pieces(), r.first);
-    return absl::Span<const float>(round_->momentum())
-        .subspan(static_cast<size_t>(at), r.second - r.first);
-  };
-  // A write error makes the builder fail for good (sticky): later pieces are no-ops.
-  auto write = [&b](int, size_t offset, absl::Span<const float> floats) {
-    (void)b->WriteAt("outer_momentum", offset * sizeof(float),
-                     absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(floats.data()),
-                                               floats.size() * sizeof(float)));
-  };
-  ASSIGN_OR_RETURN(collective::PieceExchangeResult moved,
-                   reducer_->ExchangePieces(n, 1, held, needed, read, write));
-  if (!moved.lost.empty()) {
-    return absl::InternalError(absl::StrFormat(
-        "step %d: gathering the outer momentum for a checkpoint: %d ranges held by no member",
-        step_, moved.lost.size()));
-  }
-  if (b != nullptr) {
-    sharded_ckpt_ = std::move(b);
-    sharded_ckpt_step_ = step_;
-  }
-  return absl::OkStatus();
+  return GatherPiecesForCheckpoint(
+      need,
+      [this] {
+        return BeginOuterShardedTrainCheckpoint(config_.ckpt_dir,
+                                                CheckpointMetaAt(step_, CheckpointEpoch()),
+                                                params_.span(), adam_->m(), adam_->v());
+      },
+      {"outer_momentum"}, held,
+      [this](int, sync::FloatRange r) -> absl::Span<const float> {
+        const int64_t at = sync::PackedOffset(round_->pieces(), r.first);
+        return absl::Span<const float>(round_->momentum())
+            .subspan(static_cast<size_t>(at), r.second - r.first);
+      },
+      "the outer momentum");
 }
 
 }  // namespace rt::train

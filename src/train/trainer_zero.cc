@@ -244,43 +244,15 @@ absl::Status Trainer::ShardedUpdate(float lr, float clip_scale) {
 }
 
 absl::Status Trainer::GatherMomentsForCheckpoint(bool need) {
-  const size_t n = params_.size();
-  sharded_ckpt_.reset();
-  sharded_ckpt_step_ = -1;
-  std::unique_ptr<ckpt::CheckpointBuilder> b;
-  if (need) {
-    absl::StatusOr<std::unique_ptr<ckpt::CheckpointBuilder>> begun = BeginShardedTrainCheckpoint(
-        config_.ckpt_dir, CheckpointMetaAt(step_, CheckpointEpoch()), params_.span());
-    if (begun.ok()) {
-      b = *std::move(begun);
-    } else {
-      // Not this time (a full disk, a stale writer): the ring still needs this member's
-      // pieces for the other writer, so it takes part needing nothing.
-      RecordCheckpoint(step_, begun.status(), 0, /*background=*/false);
-      (void)CarryOn(step_, begun.status(), /*final=*/false);
-    }
-  }
-  std::vector<optim::FloatRange> needed;
-  if (b != nullptr) needed.push_back({0, n});
-  // A write error makes the builder fail for good (sticky): later pieces are no-ops.
-  auto write = [&b](int buffer, size_t offset, absl::Span<const float> floats) {
-    (void)b->WriteAt(buffer == 0 ? "adam_m" : "adam_v", offset * sizeof(float),
-                     absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(floats.data()),
-                                               floats.size() * sizeof(float)));
-  };
-  auto read = [this](int buffer, optim::FloatRange r) { return ReadHeldMoments(buffer, r); };
-  ASSIGN_OR_RETURN(collective::PieceExchangeResult moved,
-                   reducer_->ExchangePieces(n, 2, HeldMomentRanges(), needed, read, write));
-  if (!moved.lost.empty()) {
-    return absl::InternalError(absl::StrFormat(
-        "step %d: gathering the optimizer state for a checkpoint: %d ranges held by no member",
-        step_, moved.lost.size()));
-  }
-  if (b != nullptr) {
-    sharded_ckpt_ = std::move(b);
-    sharded_ckpt_step_ = step_;
-  }
-  return absl::OkStatus();
+  return GatherPiecesForCheckpoint(
+      need,
+      [this] {
+        return BeginShardedTrainCheckpoint(
+            config_.ckpt_dir, CheckpointMetaAt(step_, CheckpointEpoch()), params_.span());
+      },
+      {"adam_m", "adam_v"}, HeldMomentRanges(),
+      [this](int buffer, optim::FloatRange r) { return ReadHeldMoments(buffer, r); },
+      "the optimizer state");
 }
 
 }  // namespace rt::train

@@ -15,6 +15,7 @@
 
 #include "collective/codec_spec.h"
 #include "net/inproc_ring_transport.h"
+#include "train/forwarding_reducer.h"
 #include "train/ring_gradient_reducer.h"
 #include "train/round_balancer.h"
 #include "train/train_test_util.h"
@@ -22,26 +23,23 @@
 
 namespace {
 
-using rt::train::BoundaryAction;
 using rt::train::GradientReducer;
 using rt::train::RingGradientReducer;
 using rt::train::RingReducerOptions;
 using rt::train::RoundFigures;
 using rt::train::StepMetrics;
-using rt::train::StepTotals;
 using rt::train::TrainConfig;
 using rt::train::Trainer;
-using rt::train::TrainStateRef;
 using rt::train::testing::OnThreads;
 using rt::train::testing::TempDir;
 
 // A RingGradientReducer whose round balance figures (AllgatherInt64s of
 // RoundFigures::kValues values) claim `factor` times the seconds measured; every other
 // call passes through.
-class SlowReportingReducer final : public GradientReducer {
+class SlowReportingReducer final : public rt::train::testing::ForwardingReducer {
  public:
   SlowReportingReducer(std::unique_ptr<GradientReducer> inner, double factor)
-      : inner_(std::move(inner)), factor_(factor) {}
+      : ForwardingReducer(std::move(inner)), factor_(factor) {}
   absl::StatusOr<std::vector<std::vector<int64_t>>> AllgatherInt64s(
       absl::Span<const int64_t> mine) override {
     std::vector<int64_t> values(mine.begin(), mine.end());
@@ -53,50 +51,10 @@ class SlowReportingReducer final : public GradientReducer {
       const auto scaled = f->Encode();
       values.assign(scaled.begin(), scaled.end());
     }
-    return inner_->AllgatherInt64s(values);
+    return ForwardingReducer::AllgatherInt64s(values);
   }
-
-  int rank() const override { return inner_->rank(); }
-  int peers() const override { return inner_->peers(); }
-  std::vector<int> member_ids() const override { return inner_->member_ids(); }
-  uint64_t epoch() const override { return inner_->epoch(); }
-  int leader() const override { return inner_->leader(); }
-  absl::Status BeginStep(int64_t step, absl::Span<float> grads) override {
-    return inner_->BeginStep(step, grads);
-  }
-  void OnGradReady(size_t offset) override { inner_->OnGradReady(offset); }
-  absl::Status Finish(StepTotals* totals) override { return inner_->Finish(totals); }
-  absl::Status CheckParamHash(int64_t step, uint64_t hash) override {
-    return inner_->CheckParamHash(step, hash);
-  }
-  absl::Status SyncState(int64_t* step, const std::vector<absl::Span<float>>& state) override {
-    return inner_->SyncState(step, state);
-  }
-  absl::StatusOr<std::vector<int64_t>> AllgatherInt64(int64_t mine) override {
-    return inner_->AllgatherInt64(mine);
-  }
-  absl::StatusOr<double> GradSumOfSquares(absl::Span<const float> grads) override {
-    return inner_->GradSumOfSquares(grads);
-  }
-  uint64_t bytes_sent() const override { return inner_->bytes_sent(); }
-  absl::Status AttachState(const TrainStateRef& state, uint64_t epoch) override {
-    return inner_->AttachState(state, epoch);
-  }
-  absl::StatusOr<BoundaryAction> AtStepBoundary() override { return inner_->AtStepBoundary(); }
-  bool StepAborted() const override { return inner_->StepAborted(); }
-  absl::Status StepFailed(const absl::Status& error) override { return inner_->StepFailed(error); }
-  void StepCompleted(int64_t step) override { inner_->StepCompleted(step); }
-  void CommitExchange() override { inner_->CommitExchange(); }
-  void InnerStepCompleted(int64_t step) override { inner_->InnerStepCompleted(step); }
-  absl::Status UseRoundSync(std::optional<rt::collective::CodecSpec> codec, bool shard) override {
-    return inner_->UseRoundSync(codec, shard);
-  }
-  bool StopAfterThisStep() const override { return inner_->StopAfterThisStep(); }
-  void Abort(const absl::Status& why) override { inner_->Abort(why); }
-  bool WritesCheckpoints() const override { return inner_->WritesCheckpoints(); }
 
  private:
-  std::unique_ptr<GradientReducer> inner_;
   double factor_;
 };
 

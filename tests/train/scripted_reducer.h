@@ -25,6 +25,7 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "train/forwarding_reducer.h"
 #include "train/gradient_reducer.h"
 
 namespace rt::train::testing {
@@ -80,11 +81,12 @@ struct Script {
   int64_t zero_tokens_at = -1;
 };
 
-class ScriptedReducer final : public GradientReducer {
+// Forwards to the elastic reducer (ForwardingReducer) except where the script acts.
+class ScriptedReducer final : public ForwardingReducer {
  public:
   ScriptedReducer(std::unique_ptr<GradientReducer> inner, Script script,
                   std::vector<OuterHash>* hashes)
-      : inner_(std::move(inner)), script_(std::move(script)), hashes_(hashes) {}
+      : ForwardingReducer(std::move(inner)), script_(std::move(script)), hashes_(hashes) {}
 
   absl::StatusOr<BoundaryAction> AtStepBoundary() override {
     if (script_.crash_after >= 0 && completed_ == script_.crash_after) {
@@ -96,98 +98,34 @@ class ScriptedReducer final : public GradientReducer {
       script_.gate->Pause(p);
       if (script_.then_wait_departure.count(p) > 0) {
         const absl::Time deadline = absl::Now() + absl::Seconds(60);
-        while (!inner_->StepAborted() && absl::Now() < deadline) {
+        while (!inner().StepAborted() && absl::Now() < deadline) {
           absl::SleepFor(absl::Milliseconds(5));
         }
       }
     }
-    return inner_->AtStepBoundary();
+    return ForwardingReducer::AtStepBoundary();
   }
   void StepCompleted(int64_t step) override {
     completed_ = step;
-    inner_->StepCompleted(step);
+    ForwardingReducer::StepCompleted(step);
   }
   void InnerStepCompleted(int64_t step) override {
     completed_ = step;
-    inner_->InnerStepCompleted(step);
+    ForwardingReducer::InnerStepCompleted(step);
   }
   absl::Status CheckParamHash(int64_t step, uint64_t param_hash) override {
-    hashes_->push_back({step, param_hash, inner_->peers()});
-    return inner_->CheckParamHash(step, param_hash);
-  }
-
-  // The rest is the inner reducer's.
-  int rank() const override { return inner_->rank(); }
-  int peers() const override { return inner_->peers(); }
-  std::vector<int> member_ids() const override { return inner_->member_ids(); }
-  uint64_t epoch() const override { return inner_->epoch(); }
-  int leader() const override { return inner_->leader(); }
-  absl::Status BeginStep(int64_t step, absl::Span<float> grads) override {
-    return inner_->BeginStep(step, grads);
-  }
-  void OnGradReady(size_t offset) override { inner_->OnGradReady(offset); }
-  absl::Status Finish(StepTotals* totals) override { return inner_->Finish(totals); }
-  absl::Status SyncState(int64_t* step, const std::vector<absl::Span<float>>& state) override {
-    return inner_->SyncState(step, state);
-  }
-  int64_t PreconditionFrom() const override { return inner_->PreconditionFrom(); }
-  void SetPreconditioner(std::function<void(absl::Span<float>, size_t)> fn) override {
-    inner_->SetPreconditioner(std::move(fn));
-  }
-  std::vector<std::pair<size_t, size_t>> DenseSumRanges() const override {
-    return inner_->DenseSumRanges();
-  }
-  std::vector<std::pair<size_t, size_t>> RefreshedRanges() const override {
-    return inner_->RefreshedRanges();
-  }
-  bool ShardsOptimizer() const override { return inner_->ShardsOptimizer(); }
-  std::vector<std::pair<size_t, size_t>> OwnedRanges(size_t length) const override {
-    return inner_->OwnedRanges(length);
-  }
-  std::vector<std::pair<size_t, size_t>> ReplicaRanges(size_t length) const override {
-    return inner_->ReplicaRanges(length);
-  }
-  absl::StatusOr<double> GradSumOfSquares(absl::Span<const float> grads) override {
-    return inner_->GradSumOfSquares(grads);
-  }
-  absl::Status AllgatherOwned(absl::Span<float> params) override {
-    return inner_->AllgatherOwned(params);
-  }
-  absl::StatusOr<collective::PieceExchangeResult> ExchangePieces(
-      size_t length, int buffers, const std::vector<collective::FloatRange>& held,
-      const std::vector<collective::FloatRange>& needed, const collective::PieceReader& read,
-      const collective::PieceWriter& write) override {
-    return inner_->ExchangePieces(length, buffers, held, needed, read, write);
+    hashes_->push_back({step, param_hash, inner().peers()});
+    return ForwardingReducer::CheckParamHash(step, param_hash);
   }
   absl::StatusOr<std::vector<int64_t>> AllgatherInt64(int64_t mine) override {
     if (completed_ + 1 == script_.zero_tokens_at && !zeroed_) {
       zeroed_ = true;
       return std::vector<int64_t>{0};
     }
-    return inner_->AllgatherInt64(mine);
+    return ForwardingReducer::AllgatherInt64(mine);
   }
-  absl::StatusOr<std::vector<std::vector<int64_t>>> AllgatherInt64s(
-      absl::Span<const int64_t> mine) override {
-    return inner_->AllgatherInt64s(mine);
-  }
-  void StateRewound(int64_t step) override { inner_->StateRewound(step); }
-  uint64_t bytes_sent() const override { return inner_->bytes_sent(); }
-  std::vector<observe::LinkFigure> ProbedLinks() const override { return inner_->ProbedLinks(); }
-  absl::Status AttachState(const TrainStateRef& state, uint64_t loaded_epoch) override {
-    return inner_->AttachState(state, loaded_epoch);
-  }
-  bool StepAborted() const override { return inner_->StepAborted(); }
-  absl::Status StepFailed(const absl::Status& error) override { return inner_->StepFailed(error); }
-  void CommitExchange() override { inner_->CommitExchange(); }
-  absl::Status UseRoundSync(std::optional<collective::CodecSpec> outer_codec, bool shard) override {
-    return inner_->UseRoundSync(outer_codec, shard);
-  }
-  bool StopAfterThisStep() const override { return inner_->StopAfterThisStep(); }
-  void Abort(const absl::Status& why) override { inner_->Abort(why); }
-  bool WritesCheckpoints() const override { return inner_->WritesCheckpoints(); }
 
  private:
-  std::unique_ptr<GradientReducer> inner_;
   Script script_;
   std::vector<OuterHash>* hashes_;
   int64_t completed_ = -1;  // the newest step count completed (none yet: -1)
