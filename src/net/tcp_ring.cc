@@ -8,6 +8,12 @@
 #include "core/log.h"
 
 namespace rt::net {
+namespace {
+
+// How long dropping a ring waits for its sending link's socket to close (~TcpRing).
+constexpr absl::Duration kCloseWait = absl::Seconds(5);
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<TcpRing>> TcpRing::Create(const TcpRingOptions& options) {
   absl::StatusOr<std::shared_ptr<TcpNode>> node = TcpNode::Start(options.node);
@@ -88,7 +94,30 @@ absl::StatusOr<std::unique_ptr<TcpRing>> TcpRing::Form(std::shared_ptr<TcpNode> 
   return ring;
 }
 
-TcpRing::~TcpRing() = default;
+TcpRing::~TcpRing() {
+  // SendToNext does not copy: a queued message is the caller's bytes until the link's
+  // writer handed them to the kernel. A caller that stopped waiting for its sends (an
+  // aborted collective gives WaitSendsDone at most 1 s; a successor that stopped reading
+  // keeps them queued) and then drops the ring goes on to reuse those bytes: the next
+  // step's gradients, a round's contribution redone among the survivors. ~Link only
+  // posts the close to the io thread, so until that ran the writer could still copy
+  // bytes being overwritten into the socket (a data race, and a frame whose payload
+  // no longer matches its checksum). So the links are closed here and the ring goes
+  // only once the sending link's socket is closed (its writer joined, nothing queued
+  // read any more): after ~TcpRing, none of the caller's bytes is read. Rings are
+  // dropped on training threads, never on the io thread that does the close; the wait
+  // is bounded all the same.
+  if (prev_) prev_->connection().Close();
+  if (!next_) return;
+  next_->connection().Close();
+  const absl::Status closed = next_->connection().WaitSendsDone(kCloseWait);
+  if (absl::IsDeadlineExceeded(closed)) {
+    LogWarning(
+        "ring to %s dropped before its socket closed (%s): a queued send may still read "
+        "the caller's bytes",
+        next_->peer_name(), std::string(closed.message()));
+  }
+}
 
 absl::Status TcpRing::SendToNext(absl::Span<const uint8_t> data) {
   if (!next_) return absl::FailedPreconditionError("a ring of one peer has no successor");

@@ -501,21 +501,33 @@ absl::Status RingBroadcastFromRank0(net::RingTransport* ring, absl::Span<uint8_t
   if (n == 1 || data.empty()) return absl::OkStatus();
   const bool forward = rank + 1 < n;  // the last peer's successor is rank 0
   std::vector<uint8_t> message;
-  for (size_t begin = 0; begin < data.size(); begin += chunk_bytes) {
+  absl::Status st;
+  bool queued = false;
+  for (size_t begin = 0; begin < data.size() && st.ok(); begin += chunk_bytes) {
     const size_t len = std::min(chunk_bytes, data.size() - begin);
     absl::Span<uint8_t> chunk = data.subspan(begin, len);
     if (rank != 0) {
-      RETURN_IF_ERROR(ring->RecvFromPrev(&message, timeout));
+      st = ring->RecvFromPrev(&message, timeout);
+      if (!st.ok()) break;
       if (message.size() != len) {
-        return absl::DataLossError(absl::StrFormat(
+        st = absl::DataLossError(absl::StrFormat(
             "broadcast chunk at byte %d has %d bytes, expected %d (peers disagree on sizes)", begin,
             message.size(), len));
+        break;
       }
       std::memcpy(chunk.data(), message.data(), len);
     }
-    if (forward) RETURN_IF_ERROR(ring->SendToNext(chunk));
+    if (forward) {
+      st = ring->SendToNext(chunk);
+      queued = queued || st.ok();
+    }
   }
-  return ring->WaitSendsDone(timeout);
+  // The chunks already queued are read from `data` in place: the caller may overwrite it
+  // (a state it receives next) once this returns, so wait for them also after an error.
+  // (At most 1 s after an error, as an aborted allreduce waits: ~TcpRing covers the rest.)
+  const absl::Duration wait = st.ok() ? timeout : std::min(timeout, absl::Seconds(1));
+  const absl::Status sent = queued ? ring->WaitSendsDone(wait) : absl::OkStatus();
+  return st.ok() ? sent : st;
 }
 
 }  // namespace rt::train

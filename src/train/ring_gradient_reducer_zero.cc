@@ -5,6 +5,7 @@
 // to move optimizer state between rings.
 #include <signal.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_format.h"
@@ -33,15 +34,26 @@ absl::Status RingGradientReducer::ForwardOwnedSums(absl::Span<float> grads) {
     return absl::Span<uint8_t>(reinterpret_cast<uint8_t*>(grads.data() + r.first),
                                (r.second - r.first) * sizeof(float));
   };
+  absl::Status st;
+  bool queued = false;
   for (const auto& r : OwnedRanges(grads.size())) {
-    RETURN_IF_ERROR(ring_->SendToNext(bytes(r)));
+    st = ring_->SendToNext(bytes(r));
+    if (!st.ok()) break;
+    queued = true;
     counted_bytes_ += (r.second - r.first) * sizeof(float);
   }
   std::vector<uint8_t> scratch;
   for (const auto& r : ReplicaRanges(grads.size())) {
-    RETURN_IF_ERROR(ring_->RecvFromPrevInto(bytes(r), &scratch, options_.timeout));
+    if (!st.ok()) break;
+    st = ring_->RecvFromPrevInto(bytes(r), &scratch, options_.timeout);
   }
-  return ring_->WaitSendsDone(options_.timeout);
+  // The queued sends read `grads` in place (SendToNext does not copy), and a failed step
+  // is redone into the same buffer: wait for them on every path, not only on success.
+  // (At most 1 s after an error, as an aborted allreduce waits: ~TcpRing covers the rest.)
+  const absl::Duration wait =
+      st.ok() ? options_.timeout : std::min(options_.timeout, absl::Seconds(1));
+  const absl::Status sent = queued ? ring_->WaitSendsDone(wait) : absl::OkStatus();
+  return st.ok() ? sent : st;
 }
 
 absl::StatusOr<double> RingGradientReducer::GradSumOfSquares(absl::Span<const float> grads) {

@@ -55,7 +55,8 @@ net::TcpNodeOptions NodeOptions(const std::vector<net::HostEntry>& hosts, int ra
 std::unique_ptr<Trainer> MakePeer(const std::vector<net::HostEntry>& hosts, int rank,
                                   const TrainConfig& config, bool watch_signals,
                                   bool ckpt_shared = true, absl::Duration wait = absl::Seconds(60),
-                                  const std::function<void(ElasticOptions&)>& tweak = nullptr) {
+                                  const std::function<void(ElasticOptions&)>& tweak = nullptr,
+                                  std::shared_ptr<observe::StatusBoard> board = nullptr) {
   auto node = net::TcpNode::Start(NodeOptions(hosts, rank));
   REQUIRE_MESSAGE(node.ok(), node.status().ToString());
   ElasticOptions e;
@@ -82,7 +83,7 @@ std::unique_ptr<Trainer> MakePeer(const std::vector<net::HostEntry>& hosts, int 
   if (tweak) tweak(e);
   auto reducer = ElasticReducer::Create(std::move(e));
   REQUIRE_MESSAGE(reducer.ok(), reducer.status().ToString());
-  auto trainer = Trainer::Create(config, *std::move(reducer));
+  auto trainer = Trainer::Create(config, *std::move(reducer), std::move(board));
   REQUIRE_MESSAGE(trainer.ok(), trainer.status().ToString());
   return *std::move(trainer);
 }
@@ -95,6 +96,15 @@ TrainConfig ElasticConfig(const std::string& data, int steps) {
   c.global_batch = 12;
   c.steps = steps;
   return c;
+}
+
+// The steps a trainer running on another thread has completed, as its status board last
+// heard (under the board's lock). Trainer::step() is the training thread's own counter,
+// written there without synchronisation: reading it while Run() goes on is a data race.
+int64_t StepsDone(observe::StatusBoard& board) {
+  const observe::StatusSnapshot s = board.Snapshot();
+  const observe::PeerRow* self = s.Self();
+  return self != nullptr ? self->figures.step : -1;
 }
 
 }  // namespace
@@ -219,16 +229,22 @@ TEST_CASE("elastic: a joiner asked to stop while it receives the state leaves at
     e.transfer.chunk_bytes = 4096;
     e.transfer.test_stall_after_chunks = 1;
   };
+  auto source_board = std::make_shared<observe::StatusBoard>(observe::BoardOptions{});
   std::unique_ptr<Trainer> source =
       MakePeer(hosts, 0, ElasticConfig(tmp / "data", 1000000), /*watch_signals=*/true, true,
-               absl::Seconds(60), tweak);
+               absl::Seconds(60), tweak, source_board);
   absl::Status source_result, joiner_result;
   std::thread source_thread([&] { source_result = source->Run(); });
   const int64_t start_ms = NowMs();
-  while (source->step() < 3 && NowMs() - start_ms < 30000 * kSlow) {
+  while (StepsDone(*source_board) < 3 && NowMs() - start_ms < 30000 * kSlow) {
     absl::SleepFor(absl::Milliseconds(20));
   }
-  REQUIRE(source->step() >= 3);
+  if (StepsDone(*source_board) < 3) {  // no joiner to wait for: the source's stop vote is its own
+    RequestStop();
+    source_thread.join();
+    ClearStopRequest();
+    FAIL("the source did not complete 3 steps within ", 30 * kSlow, " s: ", source_result);
+  }
 
   auto board = std::make_shared<observe::StatusBoard>(observe::BoardOptions{});
   std::unique_ptr<Trainer> joiner =
