@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "collective/block_quant.h"
 #include "core/status_macros.h"
+#include "net/ring_sends.h"
 
 namespace rt::collective {
 namespace {
@@ -136,7 +137,7 @@ absl::Status QuantizedRingAllreduce(net::RingTransport* ring, absl::Span<float> 
   }
   QuantizedRing q(ring, data, residual, options);
   absl::Status s = q.Run();
-  if (!s.ok()) (void)ring->WaitSendsDone(std::min(options.timeout, absl::Seconds(1)));
+  if (!s.ok()) net::DrainSendsAfterError(ring, options.timeout);
   if (bytes_sent != nullptr) *bytes_sent += q.bytes_sent();
   return s;
 }

@@ -10,6 +10,7 @@
 #include "collective/small_collectives.h"
 #include "core/crc32c.h"
 #include "core/status_macros.h"
+#include "net/ring_sends.h"
 
 namespace rt::collective {
 
@@ -48,7 +49,7 @@ absl::Status RingAllreduce::run() {
     // sends still queued get a moment to leave (a broken link closes at once), so
     // the caller can reuse the buffers.
     ring_->CancelRecvsInto();
-    (void)ring_->WaitSendsDone(std::min(options_.timeout, absl::Seconds(1)));
+    net::DrainSendsAfterError(ring_, options_.timeout);
   }
   return status;
 }

@@ -14,6 +14,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/status_macros.h"
+#include "net/ring_sends.h"
 #include "train/param_hash.h"
 #include "train/ring_error_context.h"
 
@@ -502,7 +503,6 @@ absl::Status RingBroadcastFromRank0(net::RingTransport* ring, absl::Span<uint8_t
   const bool forward = rank + 1 < n;  // the last peer's successor is rank 0
   std::vector<uint8_t> message;
   absl::Status st;
-  bool queued = false;
   for (size_t begin = 0; begin < data.size() && st.ok(); begin += chunk_bytes) {
     const size_t len = std::min(chunk_bytes, data.size() - begin);
     absl::Span<uint8_t> chunk = data.subspan(begin, len);
@@ -517,17 +517,15 @@ absl::Status RingBroadcastFromRank0(net::RingTransport* ring, absl::Span<uint8_t
       }
       std::memcpy(chunk.data(), message.data(), len);
     }
-    if (forward) {
-      st = ring->SendToNext(chunk);
-      queued = queued || st.ok();
-    }
+    if (forward) st = ring->SendToNext(chunk);
   }
   // The chunks already queued are read from `data` in place: the caller may overwrite it
   // (a state it receives next) once this returns, so wait for them also after an error.
-  // (At most 1 s after an error, as an aborted allreduce waits: ~TcpRing covers the rest.)
-  const absl::Duration wait = st.ok() ? timeout : std::min(timeout, absl::Seconds(1));
-  const absl::Status sent = queued ? ring->WaitSendsDone(wait) : absl::OkStatus();
-  return st.ok() ? sent : st;
+  if (!st.ok()) {
+    net::DrainSendsAfterError(ring, timeout);
+    return st;
+  }
+  return ring->WaitSendsDone(timeout);
 }
 
 }  // namespace rt::train

@@ -5,13 +5,13 @@
 // to move optimizer state between rings.
 #include <signal.h>
 
-#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_format.h"
 #include "collective/small_collectives.h"
 #include "core/log.h"
 #include "core/status_macros.h"
+#include "net/ring_sends.h"
 #include "optim/grad_clip.h"
 #include "train/ring_error_context.h"
 #include "train/ring_gradient_reducer.h"
@@ -35,11 +35,9 @@ absl::Status RingGradientReducer::ForwardOwnedSums(absl::Span<float> grads) {
                                (r.second - r.first) * sizeof(float));
   };
   absl::Status st;
-  bool queued = false;
   for (const auto& r : OwnedRanges(grads.size())) {
     st = ring_->SendToNext(bytes(r));
     if (!st.ok()) break;
-    queued = true;
     counted_bytes_ += (r.second - r.first) * sizeof(float);
   }
   std::vector<uint8_t> scratch;
@@ -49,11 +47,11 @@ absl::Status RingGradientReducer::ForwardOwnedSums(absl::Span<float> grads) {
   }
   // The queued sends read `grads` in place (SendToNext does not copy), and a failed step
   // is redone into the same buffer: wait for them on every path, not only on success.
-  // (At most 1 s after an error, as an aborted allreduce waits: ~TcpRing covers the rest.)
-  const absl::Duration wait =
-      st.ok() ? options_.timeout : std::min(options_.timeout, absl::Seconds(1));
-  const absl::Status sent = queued ? ring_->WaitSendsDone(wait) : absl::OkStatus();
-  return st.ok() ? sent : st;
+  if (!st.ok()) {
+    net::DrainSendsAfterError(ring_.get(), options_.timeout);
+    return st;
+  }
+  return ring_->WaitSendsDone(options_.timeout);
 }
 
 absl::StatusOr<double> RingGradientReducer::GradSumOfSquares(absl::Span<const float> grads) {
