@@ -123,6 +123,8 @@ function chart(svg, series) {
   let xs = [], ys = [];
   for (const s of series) s.xs.forEach((x, i) => { if (isFinite(s.ys[i]) && s.ys[i] !== null) { xs.push(x); ys.push(s.ys[i]); } });
   svg.setAttribute("data-points", series.length ? String(series[0].ys.filter((y) => y !== null && isFinite(y)).length) : "0");
+  const last = series.length ? series[0].xs.filter((x, i) => series[0].ys[i] !== null && isFinite(series[0].ys[i])) : [];
+  svg.setAttribute("data-last", last.length ? String(Math.max(...last)) : "");
   if (xs.length === 0) { svg.appendChild(el("text", {x: W / 2, y: H / 2, "text-anchor": "middle", class: "tick"}, "no data yet")); return; }
   let x0 = Math.min(...xs), x1 = Math.max(...xs), y0 = Math.min(...ys), y1 = Math.max(...ys);
   if (x1 === x0) x1 = x0 + 1;

@@ -5,7 +5,8 @@
 // table and the events. Readable on a phone (one column, the table scrolls).
 //
 // For tests and scripts the drawn DOM carries data: `#loss-chart[data-points]` (the
-// points of the train loss curve), `tr.peer[data-peer][data-state]` per peer,
+// points of the train loss curve; fewer once the history thins, observe/step_history.h)
+// and `[data-last]` (the newest step it draws), `tr.peer[data-peer][data-state]` per peer,
 // `li.event[data-kind]` per event, `#state[data-state]`.
 #pragma once
 
